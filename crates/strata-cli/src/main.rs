@@ -1,0 +1,7 @@
+//! The `strata` command.
+
+mod inspect;
+mod models;
+mod pull;
+
+fn main() {}

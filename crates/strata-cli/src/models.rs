@@ -1,0 +1,1 @@
+//! Known model names.

@@ -1,0 +1,1 @@
+//! Tokenizer built from GGUF `tokenizer.ggml.*` metadata.

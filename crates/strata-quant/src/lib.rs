@@ -1,0 +1,1 @@
+//! ggml block formats.
