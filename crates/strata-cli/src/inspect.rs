@@ -1,1 +1,208 @@
-//! `strata inspect`.
+//! `strata inspect MODEL`: print a GGUF model's files, metadata and tensor directory.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::anyhow;
+use strata_gguf::{Array, GgufError, GgufModel, Value};
+
+/// Array elements shown before "…".
+const ARRAY_PREVIEW: usize = 8;
+/// Longest string value shown in full (in chars).
+const STRING_PREVIEW: usize = 120;
+
+/// Prints the model at `path` (one file, or all parts of a `*-00001-of-0000N.gguf` split):
+/// each file with its version and alignment, all metadata (long arrays abbreviated to type,
+/// length and the first items), the tensor table (name, ggml type, shape in ggml order,
+/// bytes, MiB, data-section offset) and a summary (tensor count, total bytes, count per type).
+///
+/// Errors: any [`GgufError`] from opening the model, as one line naming the file.
+pub fn run(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
+    let model = GgufModel::open(path).map_err(|e| with_path(path, e))?;
+    let files = model.files();
+    for (i, (f, p)) in files.iter().zip(model.paths()).enumerate() {
+        writeln!(
+            out,
+            "file {}/{}: {} ({} bytes)",
+            i + 1,
+            files.len(),
+            p.display(),
+            f.file_len()
+        )?;
+        writeln!(
+            out,
+            "  version {}, alignment {}, {} metadata keys, {} tensors, data at byte {}",
+            f.version(),
+            f.alignment(),
+            f.metadata().len(),
+            f.tensors().len(),
+            f.data_offset()
+        )?;
+    }
+
+    let md = model.metadata();
+    writeln!(out, "\nmetadata ({} keys):", md.len())?;
+    let key_width = md.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (k, v) in md.iter() {
+        writeln!(out, "  {k:key_width$} = {}", show_value(v))?;
+    }
+
+    print_tensors(&model, out)?;
+    Ok(())
+}
+
+fn print_tensors(model: &GgufModel, out: &mut dyn Write) -> anyhow::Result<()> {
+    let split = model.files().len() > 1;
+    let name_width = model
+        .tensors()
+        .map(|t| t.info.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    writeln!(out, "\ntensors ({}):", model.tensor_count())?;
+    let part = if split { "  part" } else { "" };
+    writeln!(
+        out,
+        "  {:name_width$}  {:7}  {:24}  {:>14}  {:>10}  {:>14}{part}",
+        "name", "type", "shape", "bytes", "MiB", "offset"
+    )?;
+    let mut per_type: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
+    let mut total = 0u64;
+    for (i, f) in model.files().iter().enumerate() {
+        for t in f.tensors() {
+            let shape = format!("{:?}", t.shape);
+            let mib = t.size_bytes as f64 / (1024.0 * 1024.0);
+            let part = if split {
+                format!("  {:>4}", i + 1)
+            } else {
+                String::new()
+            };
+            writeln!(
+                out,
+                "  {:name_width$}  {:7}  {shape:24}  {:>14}  {mib:>10.3}  {:>14}{part}",
+                t.name,
+                t.ggml_type.name(),
+                t.size_bytes,
+                t.offset
+            )?;
+            let e = per_type.entry(t.ggml_type.name()).or_default();
+            e.0 += 1;
+            e.1 += t.size_bytes;
+            total += t.size_bytes;
+        }
+    }
+
+    writeln!(out, "\nsummary:")?;
+    writeln!(out, "  tensors: {}", model.tensor_count())?;
+    let gib = total as f64 / (1024.0 * 1024.0 * 1024.0);
+    writeln!(out, "  tensor bytes: {total} ({gib:.3} GiB)")?;
+    for (ty, (n, bytes)) in per_type {
+        writeln!(out, "  {ty:7} {n:>6} tensors  {bytes:>14} bytes")?;
+    }
+    Ok(())
+}
+
+/// One line naming the file; I/O and split errors already name it.
+fn with_path(path: &Path, e: GgufError) -> anyhow::Error {
+    match e {
+        GgufError::Io { .. } | GgufError::InPart { .. } | GgufError::Split { .. } => anyhow!("{e}"),
+        e => anyhow!("{}: {e}", path.display()),
+    }
+}
+
+fn show_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => show_string(s),
+        Value::Array(a) => show_array(a),
+        Value::F32(x) => format!("{x:?}"),
+        Value::F64(x) => format!("{x:?}"),
+        Value::Bool(b) => b.to_string(),
+        v => match v.as_integer() {
+            Some(n) => format!("{n} ({})", v.value_type()),
+            None => format!("{v:?}"),
+        },
+    }
+}
+
+fn show_string(s: &str) -> String {
+    let n = s.chars().count();
+    if n <= STRING_PREVIEW {
+        format!("{s:?}")
+    } else {
+        let head: String = s.chars().take(STRING_PREVIEW).collect();
+        format!("{head:?}… ({n} chars)")
+    }
+}
+
+fn show_array(a: &Array) -> String {
+    let items: Vec<String> = (0..a.len().min(ARRAY_PREVIEW))
+        .filter_map(|i| a.get(i))
+        .map(|v| match v {
+            Value::Array(inner) => format!("[{}; {}]", inner.elem_type(), inner.len()),
+            // The element type is already in the array's header.
+            v => match v.as_integer() {
+                Some(n) => n.to_string(),
+                None => show_value(&v),
+            },
+        })
+        .collect();
+    let more = if a.len() > ARRAY_PREVIEW { ", …" } else { "" };
+    format!(
+        "[{}; {}] [{}{more}]",
+        a.elem_type(),
+        a.len(),
+        items.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strata_gguf::{GgmlType, GgufWriter};
+
+    #[test]
+    fn prints_metadata_tensors_and_summary() {
+        let dir = std::env::temp_dir().join(format!("strata-inspect-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tiny.gguf");
+        let mut w = GgufWriter::new();
+        w.set("general.architecture", "llama");
+        w.set("llama.block_count", 2u32);
+        let vocab: Vec<String> = (0..1000).map(|i| format!("tok{i}")).collect();
+        w.set("tokenizer.ggml.tokens", vocab);
+        w.add_tensor("output_norm.weight", GgmlType::F32, &[8], &[0; 32])
+            .unwrap();
+        w.add_tensor("blk.0.ffn_down.weight", GgmlType::Q8_0, &[32, 4], &[0; 136])
+            .unwrap();
+        w.write_to_path(&path).unwrap();
+
+        let mut out = Vec::new();
+        run(&path, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        for want in [
+            "version 3, alignment 32",
+            "general.architecture  = \"llama\"",
+            "llama.block_count     = 2 (u32)",
+            "[string; 1000] [\"tok0\", \"tok1\"",
+            "blk.0.ffn_down.weight  Q8_0     [32, 4]",
+            "tensors: 2",
+            "tensor bytes: 168",
+            "Q8_0         1 tensors",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in:\n{text}");
+        }
+        assert!(!text.contains("tok9\""), "long arrays are abbreviated");
+    }
+
+    #[test]
+    fn errors_name_the_file_once() {
+        let e = run(Path::new("/nonexistent/m.gguf"), &mut Vec::new()).unwrap_err();
+        assert_eq!(
+            e.to_string().matches("/nonexistent/m.gguf").count(),
+            1,
+            "{e}"
+        );
+    }
+}

@@ -188,7 +188,9 @@ impl GgmlType {
     /// or the size overflows `u64`.
     pub fn row_bytes(self, n: u64) -> Option<u64> {
         let bs = self.block_size() as u64;
-        if n % bs != 0 {
+        // Not `is_multiple_of`: the workspace MSRV is 1.80.
+        let partial = n % bs;
+        if partial != 0 {
             return None;
         }
         (n / bs).checked_mul(self.type_size() as u64)
