@@ -1,4 +1,22 @@
 //! Strata engine: tokenizer, chat templates, model graphs, CPU backend, KV cache, sampling.
+//!
+//! Entry points: [`Model::load`], [`Model::new_session`], [`Model::forward`],
+//! [`generate::generate`] with a [`sampling::Sampler`].
 
 pub mod chat_template;
+pub mod config;
+pub mod error;
+pub mod generate;
+pub mod kv_cache;
+pub mod model;
+pub mod models;
+pub mod ops;
+pub mod sampling;
+pub mod session;
 pub mod tokenizer;
+pub mod weights;
+
+pub use error::EngineError;
+pub use kv_cache::KvType;
+pub use model::Model;
+pub use session::Session;

@@ -1,0 +1,188 @@
+//! Hyper-parameters of a dense decoder model, read from GGUF metadata
+//! (`{arch}.block_count`, `{arch}.attention.head_count`, …; key names from llama.cpp's
+//! `src/llama-arch.cpp`). A missing required key is a load error naming the key.
+
+use strata_gguf::Metadata;
+
+use crate::error::EngineError;
+use crate::ops::rope::{Rope, RopeStyle};
+
+/// Architectures whose graphs this engine implements (`general.architecture`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// Llama 1–3, SmolLM2.
+    Llama,
+    /// Qwen2 / Qwen2.5: q/k/v biases.
+    Qwen2,
+    /// Qwen3 dense: per-head q/k RMS norms.
+    Qwen3,
+    /// Gemma 3: sliding-window layers, sandwich norms, GeGLU, scaled embeddings.
+    Gemma3,
+}
+
+impl Arch {
+    /// Parses `general.architecture`.
+    pub fn from_name(name: &str) -> Result<Arch, EngineError> {
+        match name {
+            "llama" => Ok(Arch::Llama),
+            "qwen2" => Ok(Arch::Qwen2),
+            "qwen3" => Ok(Arch::Qwen3),
+            "gemma3" => Ok(Arch::Gemma3),
+            other => Err(EngineError::UnsupportedArch(other.to_string())),
+        }
+    }
+
+    /// The GGUF key prefix and `general.architecture` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
+            Arch::Gemma3 => "gemma3",
+        }
+    }
+}
+
+/// Shapes and constants of one model.
+#[derive(Clone, Debug)]
+pub struct ModelConfig {
+    pub arch: Arch,
+    pub n_layer: usize,
+    /// Width of the residual stream.
+    pub n_embd: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    /// Key/query head width (`attention.key_length`, default n_embd / n_head).
+    pub head_dim: usize,
+    /// Hidden width of the feed-forward block.
+    pub n_ff: usize,
+    pub n_vocab: usize,
+    /// Training context (`context_length`): the default session size.
+    pub n_ctx_train: usize,
+    pub rms_eps: f32,
+    /// Rotation of full-attention layers.
+    pub rope: Rope,
+    /// Rotation of sliding-window layers (Gemma 3 uses base 10 000 there).
+    pub rope_swa: Rope,
+    /// Sliding-window width, if the model has windowed layers.
+    pub sliding_window: Option<usize>,
+    /// Per layer: true if it is a sliding-window layer.
+    pub swa_layers: Vec<bool>,
+    /// Multiplier of q·k (1/√head_dim unless the architecture says otherwise).
+    pub attn_scale: f32,
+    /// Multiplier of the token embedding (√n_embd for Gemma, 1 otherwise).
+    pub embd_scale: f32,
+    /// `tanh` soft cap of the final logits, if any.
+    pub final_logit_softcap: Option<f32>,
+}
+
+impl ModelConfig {
+    /// Reads the configuration of an architecture this engine supports.
+    ///
+    /// Errors: unsupported architecture, a missing required key, or inconsistent shapes.
+    pub fn from_metadata(meta: &Metadata) -> Result<ModelConfig, EngineError> {
+        let arch = Arch::from_name(meta.str("general.architecture")?)?;
+        let a = arch.name();
+        let key = |k: &str| format!("{a}.{k}");
+        let usize_of = |k: &str| -> Result<usize, EngineError> { Ok(meta.u64(&key(k))? as usize) };
+        let n_layer = usize_of("block_count")?;
+        let n_embd = usize_of("embedding_length")?;
+        let n_head = usize_of("attention.head_count")?;
+        let n_head_kv = meta.opt_u64(&key("attention.head_count_kv"))?.map_or(n_head, |v| v as usize);
+        let n_ff = usize_of("feed_forward_length")?;
+        if n_layer == 0 || n_embd == 0 || n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 {
+            return Err(EngineError::BadMetadata {
+                key: key("attention.head_count"),
+                reason: format!(
+                    "inconsistent shape: {n_layer} layers, width {n_embd}, {n_head} heads, {n_head_kv} KV heads"
+                ),
+            });
+        }
+        let head_dim = meta.opt_u64(&key("attention.key_length"))?.map_or(n_embd / n_head, |v| v as usize);
+        let n_ctx_train = meta.opt_u64(&key("context_length"))?.map_or(4096, |v| v as usize);
+        let rms_eps = meta.f32(&key("attention.layer_norm_rms_epsilon"))?;
+        let n_vocab = match meta.opt_u64(&key("vocab_size"))? {
+            Some(v) => v as usize,
+            None => meta.string_array("tokenizer.ggml.tokens")?.len(),
+        };
+
+        let style = match arch {
+            Arch::Llama => RopeStyle::Normal,
+            _ => RopeStyle::Neox,
+        };
+        let n_rot = meta.opt_u64(&key("rope.dimension_count"))?.map_or(head_dim, |v| v as usize);
+        if n_rot > head_dim || n_rot % 2 != 0 {
+            return Err(EngineError::BadMetadata {
+                key: key("rope.dimension_count"),
+                reason: format!("{n_rot} rotated dims for head dim {head_dim}"),
+            });
+        }
+        let freq_base = meta.opt_f32(&key("rope.freq_base"))?.unwrap_or(10000.0);
+        let freq_scale = rope_freq_scale(meta, a)?;
+        let rope = Rope { style, n_rot, freq_base, freq_scale };
+
+        let mut sliding_window = None;
+        let mut swa_layers = vec![false; n_layer];
+        let mut rope_swa = rope;
+        let mut attn_scale = 1.0 / (head_dim as f32).sqrt();
+        let mut embd_scale = 1.0;
+        let mut final_logit_softcap = None;
+        if arch == Arch::Gemma3 {
+            embd_scale = (n_embd as f32).sqrt();
+            final_logit_softcap = meta.opt_f32(&key("final_logit_softcapping"))?.filter(|c| *c != 0.0);
+            if let Some(w) = meta.opt_u64(&key("attention.sliding_window"))?.filter(|w| *w > 0) {
+                sliding_window = Some(w as usize);
+                // Every `pattern`-th layer is global, the rest windowed (llama.cpp default 6).
+                let pattern = meta.opt_u64(&key("attention.sliding_window_pattern")).ok().flatten().unwrap_or(6);
+                for (il, s) in swa_layers.iter_mut().enumerate() {
+                    *s = pattern == 0 || (il as u64 % pattern) < pattern - 1;
+                }
+                let base_swa = meta.opt_f32(&key("rope.freq_base_swa"))?.unwrap_or(10000.0);
+                rope_swa = Rope { freq_base: base_swa, freq_scale: 1.0, ..rope };
+            }
+            // gemma_pytorch: query scaled by 1/√query_pre_attn_scalar, = head_dim except at 27B.
+            if n_layer == 62 {
+                attn_scale = 1.0 / ((n_embd / n_head) as f32).sqrt();
+            }
+        }
+        Ok(ModelConfig {
+            arch,
+            n_layer,
+            n_embd,
+            n_head,
+            n_head_kv,
+            head_dim,
+            n_ff,
+            n_vocab,
+            n_ctx_train,
+            rms_eps,
+            rope,
+            rope_swa,
+            sliding_window,
+            swa_layers,
+            attn_scale,
+            embd_scale,
+            final_logit_softcap,
+        })
+    }
+
+    /// Elements of one position's K (or V) row: `n_head_kv · head_dim`.
+    pub fn kv_row(&self) -> usize {
+        self.n_head_kv * self.head_dim
+    }
+}
+
+/// `1 / rope.scaling.factor` for linear scaling; yarn and other kinds are rejected.
+fn rope_freq_scale(meta: &Metadata, a: &str) -> Result<f32, EngineError> {
+    let kind = meta.opt_str(&format!("{a}.rope.scaling.type"))?.unwrap_or("none");
+    let factor = meta.opt_f32(&format!("{a}.rope.scaling.factor"))?.unwrap_or(0.0);
+    match kind {
+        "none" => Ok(1.0),
+        "linear" if factor > 0.0 => Ok(1.0 / factor),
+        "linear" => Ok(1.0),
+        other => Err(EngineError::BadMetadata {
+            key: format!("{a}.rope.scaling.type"),
+            reason: format!("RoPE scaling '{other}' is not supported yet"),
+        }),
+    }
+}

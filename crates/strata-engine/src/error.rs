@@ -1,0 +1,31 @@
+//! Errors of the engine.
+
+use strata_gguf::GgufError;
+use strata_quant::QuantError;
+
+/// Everything that can go wrong while loading a model or running it.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+    #[error(transparent)]
+    Quant(#[from] QuantError),
+    #[error("tokenizer: {0}")]
+    Tokenizer(#[from] crate::tokenizer::TokenizerError),
+    #[error("chat template: {0}")]
+    ChatTemplate(#[from] crate::chat_template::ChatTemplateError),
+    #[error("architecture '{0}' is not supported (supported: llama, qwen2, qwen3, gemma3)")]
+    UnsupportedArch(String),
+    #[error("tensor '{0}' is missing from the model file")]
+    MissingTensor(String),
+    #[error("tensor '{name}' has shape {found:?}, expected {expected:?}")]
+    BadShape { name: String, expected: Vec<u64>, found: Vec<u64> },
+    #[error("metadata '{key}': {reason}")]
+    BadMetadata { key: String, reason: String },
+    #[error("context is full: {needed} tokens needed but the context holds {n_ctx}")]
+    ContextFull { needed: usize, n_ctx: usize },
+    #[error("token id {id} is outside the vocabulary of {n_vocab} tokens")]
+    InvalidToken { id: u32, n_vocab: usize },
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+}

@@ -1,0 +1,63 @@
+//! CPU ops of the model graphs: each works on f32 activations laid out `[T][dim]`
+//! (T = tokens in the batch, row-major), and none allocates per call in the decode path.
+
+pub mod activation;
+pub mod attention;
+pub mod linear;
+pub mod norm;
+pub mod rope;
+
+/// Dot product of two equal-length f32 slices.
+///
+/// Sixteen independent accumulators let the compiler vectorise the loop without
+/// reassociating a single sum (which it may not do for floats).
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    const L: usize = 16;
+    let mut acc = [0.0f32; L];
+    let (ac, ar) = a.split_at(a.len() - a.len() % L);
+    let (bc, br) = b.split_at(ac.len());
+    for (x, y) in ac.chunks_exact(L).zip(bc.chunks_exact(L)) {
+        for i in 0..L {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut tail = 0.0f32;
+    for (x, y) in ar.iter().zip(br) {
+        tail += x * y;
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `y += a * x` over equal-length slices.
+#[inline]
+pub fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
+    debug_assert_eq!(x.len(), y.len());
+    for (yi, xi) in y.iter_mut().zip(x) {
+        *yi += a * xi;
+    }
+}
+
+/// Elementwise `a += b` (residual connections).
+#[inline]
+pub fn add_in_place(a: &mut [f32], b: &[f32]) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_matches_naive_sum_on_odd_lengths() {
+        for n in [0, 1, 7, 16, 33, 100] {
+            let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+            let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
+            let naive: f64 = a.iter().zip(&b).map(|(x, y)| (*x as f64) * (*y as f64)).sum();
+            assert!((dot(&a, &b) as f64 - naive).abs() < 1e-4, "n={n}");
+        }
+    }
+}

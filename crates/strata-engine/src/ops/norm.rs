@@ -1,0 +1,53 @@
+//! RMS normalisation (Zhang & Sennrich, "Root Mean Square Layer Normalization", 2019).
+
+/// `out = x / sqrt(mean(x²) + eps) * weight` for one row; `x`, `weight`, `out` have equal length.
+/// The sum of squares is accumulated in f64, as ggml's `ggml_compute_forward_rms_norm` does.
+pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+    let scale = rms_scale(x, eps);
+    for ((o, xi), w) in out.iter_mut().zip(x).zip(weight) {
+        *o = xi * scale * w;
+    }
+}
+
+/// In-place RMS norm of every `weight.len()`-sized chunk of `x` (per-head q/k norms, or
+/// every token row of a `[T][dim]` buffer).
+pub fn rms_norm_rows_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
+    for row in x.chunks_exact_mut(weight.len()) {
+        let scale = rms_scale(row, eps);
+        for (xi, w) in row.iter_mut().zip(weight) {
+            *xi = *xi * scale * w;
+        }
+    }
+}
+
+/// Row-wise [`rms_norm`] over `[T][dim]` buffers.
+pub fn rms_norm_rows(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+    let d = weight.len();
+    for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+        rms_norm(xr, weight, eps, or);
+    }
+}
+
+fn rms_scale(x: &[f32], eps: f32) -> f32 {
+    let sum: f64 = x.iter().map(|v| (*v as f64) * (*v as f64)).sum();
+    let mean = (sum / x.len() as f64) as f32;
+    1.0 / (mean + eps).sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rms_norm_gives_unit_rms() {
+        let x = [3.0f32, -4.0, 0.0, 5.0];
+        let mut out = [0.0f32; 4];
+        rms_norm(&x, &[1.0; 4], 0.0, &mut out);
+        let rms: f32 = (out.iter().map(|v| v * v).sum::<f32>() / 4.0).sqrt();
+        assert!((rms - 1.0).abs() < 1e-6);
+        let mut y = x;
+        rms_norm_rows_in_place(&mut y, &[1.0, 2.0], 0.0);
+        assert!((y[0] - 3.0 / 12.5f32.sqrt()).abs() < 1e-6);
+        assert!((y[3] - 2.0 * 5.0 / 12.5f32.sqrt()).abs() < 1e-6);
+    }
+}

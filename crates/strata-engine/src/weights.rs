@@ -1,0 +1,129 @@
+//! Tensors of a dense decoder, looked up by their GGUF names (`blk.N.attn_q.weight`, …)
+//! and checked against the configuration. Matrices stay in the memory-mapped file; only
+//! norm vectors and biases (a few KB each) are copied out as f32.
+
+use strata_gguf::{GgufModel, Tensor};
+
+use crate::config::{Arch, ModelConfig};
+use crate::error::EngineError;
+use crate::ops::linear::Matrix;
+
+/// Weights of one decoder layer. Optional parts exist only in some architectures.
+pub struct LayerWeights {
+    pub attn_norm: Vec<f32>,
+    pub wq: Matrix<'static>,
+    pub wk: Matrix<'static>,
+    pub wv: Matrix<'static>,
+    pub wo: Matrix<'static>,
+    /// Qwen2 q/k/v biases.
+    pub bq: Option<Vec<f32>>,
+    pub bk: Option<Vec<f32>>,
+    pub bv: Option<Vec<f32>>,
+    /// Per-head RMS norms of q and k (Qwen3, Gemma 3), length head_dim.
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
+    /// Gemma 3 sandwich norms after attention and after the FFN.
+    pub post_attn_norm: Option<Vec<f32>>,
+    pub ffn_norm: Vec<f32>,
+    pub w_gate: Matrix<'static>,
+    pub w_up: Matrix<'static>,
+    pub w_down: Matrix<'static>,
+    pub post_ffn_norm: Option<Vec<f32>>,
+}
+
+/// All weights of a dense decoder.
+pub struct Weights {
+    /// `[n_vocab][n_embd]`.
+    pub token_embd: Matrix<'static>,
+    pub output_norm: Vec<f32>,
+    /// `[n_vocab][n_embd]`; the embedding itself when the file ties them.
+    pub output: Matrix<'static>,
+    pub layers: Vec<LayerWeights>,
+}
+
+struct Loader<'a> {
+    gguf: &'static GgufModel,
+    cfg: &'a ModelConfig,
+}
+
+impl Loader<'_> {
+    fn tensor(&self, name: &str) -> Result<Tensor<'static>, EngineError> {
+        self.gguf.tensor(name).ok_or_else(|| EngineError::MissingTensor(name.to_string()))
+    }
+
+    fn matrix(&self, name: &str, cols: usize, rows: usize) -> Result<Matrix<'static>, EngineError> {
+        let t = self.tensor(name)?;
+        let expected = vec![cols as u64, rows as u64];
+        if t.info.shape != expected {
+            return Err(EngineError::BadShape { name: name.into(), expected, found: t.info.shape.clone() });
+        }
+        if !strata_quant::supports_dequantize(t.info.ggml_type) {
+            return Err(EngineError::BadMetadata {
+                key: name.into(),
+                reason: format!("ggml type {} is not supported", t.info.ggml_type),
+            });
+        }
+        Ok(Matrix { ty: t.info.ggml_type, rows, cols, data: t.data })
+    }
+
+    fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, EngineError> {
+        let t = self.tensor(name)?;
+        if t.info.shape != [len as u64] {
+            return Err(EngineError::BadShape { name: name.into(), expected: vec![len as u64], found: t.info.shape.clone() });
+        }
+        let mut out = vec![0.0; len];
+        strata_quant::dequantize(t.info.ggml_type, t.data, &mut out)?;
+        Ok(out)
+    }
+
+    fn opt_vector(&self, name: &str, len: usize) -> Result<Option<Vec<f32>>, EngineError> {
+        match self.gguf.tensor(name) {
+            Some(_) => self.vector(name, len).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn layer(&self, il: usize) -> Result<LayerWeights, EngineError> {
+        let c = self.cfg;
+        let n = |s: &str| format!("blk.{il}.{s}");
+        let q_dim = c.n_head * c.head_dim;
+        let kv = c.kv_row();
+        let qk_norms = matches!(c.arch, Arch::Qwen3 | Arch::Gemma3);
+        let gemma = c.arch == Arch::Gemma3;
+        Ok(LayerWeights {
+            attn_norm: self.vector(&n("attn_norm.weight"), c.n_embd)?,
+            wq: self.matrix(&n("attn_q.weight"), c.n_embd, q_dim)?,
+            wk: self.matrix(&n("attn_k.weight"), c.n_embd, kv)?,
+            wv: self.matrix(&n("attn_v.weight"), c.n_embd, kv)?,
+            wo: self.matrix(&n("attn_output.weight"), q_dim, c.n_embd)?,
+            bq: self.opt_vector(&n("attn_q.bias"), q_dim)?,
+            bk: self.opt_vector(&n("attn_k.bias"), kv)?,
+            bv: self.opt_vector(&n("attn_v.bias"), kv)?,
+            q_norm: if qk_norms { Some(self.vector(&n("attn_q_norm.weight"), c.head_dim)?) } else { None },
+            k_norm: if qk_norms { Some(self.vector(&n("attn_k_norm.weight"), c.head_dim)?) } else { None },
+            post_attn_norm: if gemma { Some(self.vector(&n("post_attention_norm.weight"), c.n_embd)?) } else { None },
+            ffn_norm: self.vector(&n("ffn_norm.weight"), c.n_embd)?,
+            w_gate: self.matrix(&n("ffn_gate.weight"), c.n_embd, c.n_ff)?,
+            w_up: self.matrix(&n("ffn_up.weight"), c.n_embd, c.n_ff)?,
+            w_down: self.matrix(&n("ffn_down.weight"), c.n_ff, c.n_embd)?,
+            post_ffn_norm: if gemma { Some(self.vector(&n("post_ffw_norm.weight"), c.n_embd)?) } else { None },
+        })
+    }
+}
+
+impl Weights {
+    /// Looks up and checks every tensor the configuration needs.
+    ///
+    /// Errors: a missing tensor, a shape that disagrees with the metadata, or an
+    /// unsupported ggml type — each naming the tensor.
+    pub fn load(gguf: &'static GgufModel, cfg: &ModelConfig) -> Result<Weights, EngineError> {
+        let l = Loader { gguf, cfg };
+        let token_embd = l.matrix("token_embd.weight", cfg.n_embd, cfg.n_vocab)?;
+        let output = match gguf.tensor("output.weight") {
+            Some(_) => l.matrix("output.weight", cfg.n_embd, cfg.n_vocab)?,
+            None => token_embd,
+        };
+        let layers = (0..cfg.n_layer).map(|il| l.layer(il)).collect::<Result<_, _>>()?;
+        Ok(Weights { token_embd, output_norm: l.vector("output_norm.weight", cfg.n_embd)?, output, layers })
+    }
+}
