@@ -1,7 +1,168 @@
-//! The `strata` command.
+//! The `strata` command: run, chat, inspect, pull.
 
+mod chat;
 mod inspect;
 mod models;
 mod pull;
+mod run;
+mod serve;
 
-fn main() {}
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use strata_engine::sampling::SamplingParams;
+use strata_engine::KvType;
+
+/// Strata: run mixture-of-experts and dense LLMs from GGUF files.
+#[derive(Parser)]
+#[command(name = "strata", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Where known models are cached (env STRATA_MODELS_DIR; default ~/.cache/strata/models).
+    #[arg(long, global = true, env = "STRATA_MODELS_DIR")]
+    models_dir: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Complete a prompt and stream the text, then print prompt and decode speed.
+    Run(run::RunArgs),
+    /// Interactive chat using the model's chat template.
+    Chat(chat::ChatArgs),
+    /// Print a GGUF file's metadata and tensor table.
+    Inspect {
+        /// A GGUF path or a known model name.
+        model: String,
+    },
+    /// Download a known model into the cache (names: smollm2-135m, gemma3-270m, qwen2.5-coder-0.5b).
+    Pull {
+        /// Known model name.
+        name: String,
+    },
+    /// Serve the model over the OpenAI and Anthropic HTTP APIs.
+    Serve(serve::ServeArgs),
+}
+
+/// Options shared by commands that run a model.
+#[derive(Args, Clone)]
+pub struct ModelArgs {
+    /// GGUF path or known model name (default: smollm2-135m).
+    #[arg(short = 'm', long)]
+    pub model: Option<String>,
+    /// Context size in tokens (0 = the model's training context, capped at 8192).
+    #[arg(short = 'c', long = "ctx", default_value_t = 4096)]
+    pub ctx: usize,
+    /// KV cache type: f16 or f32.
+    #[arg(long, default_value = "f16")]
+    pub kv: KvType,
+    /// Worker threads (0 = one per core).
+    #[arg(short = 't', long, default_value_t = 0)]
+    pub threads: usize,
+}
+
+/// Sampling flags (llama.cpp names and defaults).
+#[derive(Args, Clone)]
+pub struct SamplingArgs {
+    /// Temperature; 0 = greedy.
+    #[arg(long = "temp", default_value_t = 0.8)]
+    pub temperature: f32,
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    #[arg(long, default_value_t = 0.05)]
+    pub min_p: f32,
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    #[arg(long, default_value_t = 64)]
+    pub repeat_last_n: usize,
+    #[arg(long, default_value_t = 0.0)]
+    pub presence_penalty: f32,
+    #[arg(long, default_value_t = 0.0)]
+    pub frequency_penalty: f32,
+    /// Random seed (same seed, same output).
+    #[arg(short = 's', long, default_value_t = 0xC0FFEE)]
+    pub seed: u64,
+}
+
+impl SamplingArgs {
+    fn params(&self) -> SamplingParams {
+        SamplingParams {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
+            penalty_last_n: self.repeat_last_n,
+            seed: self.seed,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    // A panic is a bug, but the user still gets one line and exit code 1.
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info.to_string().replace('\n', " ");
+        eprintln!("error: internal error (please report): {msg}");
+    }));
+    let result = std::panic::catch_unwind(|| dispatch(cli));
+    match result {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
+            let msg = format!("{e:#}").replace('\n', " ");
+            eprintln!("error: {msg}");
+            ExitCode::from(1)
+        }
+        Err(_) => ExitCode::from(1),
+    }
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    let models_dir = cli.models_dir.unwrap_or_else(models::default_models_dir);
+    match cli.command {
+        Command::Run(args) => run::run(args, &models_dir),
+        Command::Chat(args) => chat::run(args, &models_dir),
+        Command::Serve(args) => serve::run(args, &models_dir),
+        Command::Inspect { model } => {
+            let path = models::resolve_model(Some(&model), &models_dir)?;
+            let stdout = std::io::stdout();
+            inspect::run(&path, &mut stdout.lock())
+        }
+        Command::Pull { name } => {
+            let path = pull::pull(&name, &models_dir)?;
+            println!("{}", path.display());
+            Ok(())
+        }
+    }
+}
+
+/// Sets the worker count, resolves and loads the model.
+pub fn load_model(args: &ModelArgs, models_dir: &std::path::Path) -> anyhow::Result<strata_engine::Model> {
+    if args.threads > 0 {
+        rayon::ThreadPoolBuilder::new().num_threads(args.threads).build_global()?;
+    }
+    let path = models::resolve_model(args.model.as_deref(), models_dir)?;
+    let model = strata_engine::Model::load(&path)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let c = model.config();
+    tracing::info!(
+        "loaded {} ({}, {} layers, width {}, vocab {})",
+        path.display(),
+        c.arch.name(),
+        c.n_layer,
+        c.n_embd,
+        c.n_vocab
+    );
+    Ok(model)
+}

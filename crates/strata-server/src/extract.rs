@@ -1,0 +1,105 @@
+//! JSON request bodies: read with the body-size limit, parsed with serde, and every failure
+//! turned into an [`ApiError`] (413 for an oversized body, 400 for malformed JSON or a field of
+//! the wrong type — never axum's plain-text rejections).
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+
+use crate::error::{AnthropicError, ApiError};
+
+/// A JSON body for the OpenAI-style routes; rejections are OpenAI-shaped errors.
+pub struct ApiJson<T>(pub T);
+
+/// A JSON body for the Anthropic routes; rejections are Anthropic-shaped errors.
+pub struct AnthropicJson<T>(pub T);
+
+/// Reads the body (subject to `DefaultBodyLimit`) and parses it as `T`.
+async fn read_json<T: DeserializeOwned, S: Send + Sync>(
+    req: Request,
+    state: &S,
+) -> Result<T, ApiError> {
+    let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+        let status = rejection.status();
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                status,
+                "the request body is larger than the server accepts (--max-body)",
+            )
+        } else {
+            ApiError::new(
+                status,
+                format!("could not read the request body: {rejection}"),
+            )
+        }
+    })?;
+    parse_json(&bytes)
+}
+
+/// Parses `bytes` as `T`: 400 naming the line, column and field for malformed JSON or a field
+/// of the wrong type.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request(
+            "the request body is empty; expected a JSON object",
+        ));
+    }
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let what = if inner.is_syntax() || inner.is_eof() {
+            "malformed JSON"
+        } else {
+            "invalid request"
+        };
+        let mut err = ApiError::bad_request(format!("{what}: {inner}"));
+        if path != "." {
+            err.message = format!("{what} at '{path}': {inner}");
+            err.param = Some(path);
+        }
+        err
+    })
+}
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        read_json(req, state).await.map(ApiJson)
+    }
+}
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for AnthropicJson<T> {
+    type Rejection = AnthropicError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        read_json(req, state)
+            .await
+            .map(AnthropicJson)
+            .map_err(AnthropicError)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct Req {
+        max_tokens: Option<u32>,
+    }
+
+    #[test]
+    fn malformed_json_and_wrong_types_are_400_with_the_field() {
+        let e = parse_json::<Req>(b"{\"max_tokens\": ").unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert!(e.message.starts_with("malformed JSON"), "{}", e.message);
+        let e = parse_json::<Req>(br#"{"max_tokens": "ten"}"#).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("max_tokens"));
+        assert!(parse_json::<Req>(b"  ").is_err());
+        assert!(parse_json::<Req>(br#"{"max_tokens": 3, "other": [1]}"#).is_ok());
+    }
+}
