@@ -29,7 +29,10 @@ pub struct ChatArgs {
 
 /// The model's template, or the plain-text fallback for a model without one.
 pub fn template_of(model: &Model) -> ChatTemplate {
-    model.chat_template().cloned().unwrap_or_else(ChatTemplate::plain)
+    model
+        .chat_template()
+        .cloned()
+        .unwrap_or_else(ChatTemplate::plain)
 }
 
 /// Reads user lines from stdin until EOF or `/exit`; `/reset` starts over.
@@ -39,7 +42,10 @@ pub fn run(args: ChatArgs, models_dir: &Path) -> anyhow::Result<()> {
     let mut session = model.new_session(args.model.ctx, args.model.kv);
     let mut sampler = Sampler::new(args.sampling.params());
     let fresh = || -> Vec<ChatMessage> {
-        args.system.iter().map(|s| ChatMessage::new("system", s.clone())).collect()
+        args.system
+            .iter()
+            .map(|s| ChatMessage::new("system", s.clone()))
+            .collect()
     };
     let mut messages = fresh();
     let stdin = std::io::stdin();
@@ -62,21 +68,36 @@ pub fn run(args: ChatArgs, models_dir: &Path) -> anyhow::Result<()> {
             _ => {}
         }
         messages.push(ChatMessage::new("user", line));
-        let opts = RenderOptions { add_generation_prompt: true, ..Default::default() };
-        let prompt = model.tokenizer().encode(&template.render(&messages, &opts)?, true, true);
+        let opts = RenderOptions {
+            add_generation_prompt: true,
+            ..Default::default()
+        };
+        let prompt = model
+            .tokenizer()
+            .encode(&template.render(&messages, &opts)?, true, true);
         if prompt.len() + 1 >= session.n_ctx() {
-            eprintln!("error: the conversation no longer fits the context ({} tokens); /reset", prompt.len());
+            eprintln!(
+                "error: the conversation no longer fits the context ({} tokens); /reset",
+                prompt.len()
+            );
             messages.pop();
             continue;
         }
         let mut answer = String::new();
         let mut out = stdout.lock();
-        let stats = generate(&model, &mut session, &prompt, args.n_predict, &mut sampler, |_, text| {
-            answer.push_str(text);
-            let _ = out.write_all(text.as_bytes());
-            let _ = out.flush();
-            ControlFlow::Continue(())
-        })?;
+        let stats = generate(
+            &model,
+            &mut session,
+            &prompt,
+            args.n_predict,
+            &mut sampler,
+            |_, text| {
+                answer.push_str(text);
+                let _ = out.write_all(text.as_bytes());
+                let _ = out.flush();
+                ControlFlow::Continue(())
+            },
+        )?;
         let _ = writeln!(out);
         eprintln!(
             "[{} prompt tokens ({} cached), {:.1} tok/s decode]",

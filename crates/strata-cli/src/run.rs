@@ -34,25 +34,44 @@ pub fn run(args: RunArgs, models_dir: &Path) -> anyhow::Result<()> {
     let model = crate::load_model(&args.model, models_dir)?;
     let tok = model.tokenizer();
     let prompt = if args.chat {
-        let opts = RenderOptions { add_generation_prompt: true, ..Default::default() };
-        let text = crate::chat::template_of(&model).render(&[ChatMessage::new("user", args.prompt.clone())], &opts)?;
+        let opts = RenderOptions {
+            add_generation_prompt: true,
+            ..Default::default()
+        };
+        let text = crate::chat::template_of(&model)
+            .render(&[ChatMessage::new("user", args.prompt.clone())], &opts)?;
         tok.encode(&text, true, true)
     } else {
         tok.encode(&args.prompt, true, false)
     };
     let mut session = model.new_session(args.model.ctx, args.model.kv);
     if prompt.len() >= session.n_ctx() {
-        anyhow::bail!("the prompt has {} tokens but the context holds {} (use --ctx)", prompt.len(), session.n_ctx());
+        anyhow::bail!(
+            "the prompt has {} tokens but the context holds {} (use --ctx)",
+            prompt.len(),
+            session.n_ctx()
+        );
     }
     let mut sampler = Sampler::new(args.sampling.params());
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let stats = generate(&model, &mut session, &prompt, args.n_predict, &mut sampler, |_, text| {
-        if out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_err() {
-            return ControlFlow::Break(());
-        }
-        ControlFlow::Continue(())
-    })
+    let stats = generate(
+        &model,
+        &mut session,
+        &prompt,
+        args.n_predict,
+        &mut sampler,
+        |_, text| {
+            if out
+                .write_all(text.as_bytes())
+                .and_then(|_| out.flush())
+                .is_err()
+            {
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        },
+    )
     .context("generation failed")?;
     let _ = writeln!(out).and_then(|_| out.flush());
     eprintln!(

@@ -33,19 +33,30 @@ fn header(version: u32, tensors: u64, kvs: u64) -> Vec<u8> {
     b
 }
 
-/// Writes `bytes` as `tag.gguf`, runs `strata inspect` on it, and checks the failure
-/// convention; `mentions` must appear in the error line.
+/// Writes `bytes` as `tag.gguf`, runs `strata inspect` and `strata run` on it, and checks
+/// the failure convention for both; `mentions` must appear in the error line.
 #[track_caller]
 fn assert_inspect_fails(tag: &str, bytes: &[u8], mentions: &str) {
     let dir = temp_dir(tag);
     let path = dir.join(format!("{tag}.gguf"));
     std::fs::write(&path, bytes).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let inspect = Command::new(env!("CARGO_BIN_EXE_strata"))
         .arg("inspect")
         .arg(&path)
         .output()
         .unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["run", "-n", "1", "-p", "hi", "-m"])
+        .arg(&path)
+        .output()
+        .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+    check_failure(&format!("{tag} (inspect)"), &inspect, mentions);
+    check_failure(&format!("{tag} (run)"), &run, mentions);
+}
+
+#[track_caller]
+fn check_failure(tag: &str, out: &std::process::Output, mentions: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{tag}: panic:\n{stderr}");
     assert_eq!(

@@ -88,7 +88,9 @@ impl ModelConfig {
         let n_layer = usize_of("block_count")?;
         let n_embd = usize_of("embedding_length")?;
         let n_head = usize_of("attention.head_count")?;
-        let n_head_kv = meta.opt_u64(&key("attention.head_count_kv"))?.map_or(n_head, |v| v as usize);
+        let n_head_kv = meta
+            .opt_u64(&key("attention.head_count_kv"))?
+            .map_or(n_head, |v| v as usize);
         let n_ff = usize_of("feed_forward_length")?;
         if n_layer == 0 || n_embd == 0 || n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 {
             return Err(EngineError::BadMetadata {
@@ -98,8 +100,12 @@ impl ModelConfig {
                 ),
             });
         }
-        let head_dim = meta.opt_u64(&key("attention.key_length"))?.map_or(n_embd / n_head, |v| v as usize);
-        let n_ctx_train = meta.opt_u64(&key("context_length"))?.map_or(4096, |v| v as usize);
+        let head_dim = meta
+            .opt_u64(&key("attention.key_length"))?
+            .map_or(n_embd / n_head, |v| v as usize);
+        let n_ctx_train = meta
+            .opt_u64(&key("context_length"))?
+            .map_or(4096, |v| v as usize);
         let rms_eps = meta.f32(&key("attention.layer_norm_rms_epsilon"))?;
         let n_vocab = match meta.opt_u64(&key("vocab_size"))? {
             Some(v) => v as usize,
@@ -110,7 +116,9 @@ impl ModelConfig {
             Arch::Llama => RopeStyle::Normal,
             _ => RopeStyle::Neox,
         };
-        let n_rot = meta.opt_u64(&key("rope.dimension_count"))?.map_or(head_dim, |v| v as usize);
+        let n_rot = meta
+            .opt_u64(&key("rope.dimension_count"))?
+            .map_or(head_dim, |v| v as usize);
         if n_rot > head_dim || n_rot % 2 != 0 {
             return Err(EngineError::BadMetadata {
                 key: key("rope.dimension_count"),
@@ -119,7 +127,12 @@ impl ModelConfig {
         }
         let freq_base = meta.opt_f32(&key("rope.freq_base"))?.unwrap_or(10000.0);
         let freq_scale = rope_freq_scale(meta, a)?;
-        let rope = Rope { style, n_rot, freq_base, freq_scale };
+        let rope = Rope {
+            style,
+            n_rot,
+            freq_base,
+            freq_scale,
+        };
 
         let mut sliding_window = None;
         let mut swa_layers = vec![false; n_layer];
@@ -129,16 +142,29 @@ impl ModelConfig {
         let mut final_logit_softcap = None;
         if arch == Arch::Gemma3 {
             embd_scale = (n_embd as f32).sqrt();
-            final_logit_softcap = meta.opt_f32(&key("final_logit_softcapping"))?.filter(|c| *c != 0.0);
-            if let Some(w) = meta.opt_u64(&key("attention.sliding_window"))?.filter(|w| *w > 0) {
+            final_logit_softcap = meta
+                .opt_f32(&key("final_logit_softcapping"))?
+                .filter(|c| *c != 0.0);
+            if let Some(w) = meta
+                .opt_u64(&key("attention.sliding_window"))?
+                .filter(|w| *w > 0)
+            {
                 sliding_window = Some(w as usize);
                 // Every `pattern`-th layer is global, the rest windowed (llama.cpp default 6).
-                let pattern = meta.opt_u64(&key("attention.sliding_window_pattern")).ok().flatten().unwrap_or(6);
+                let pattern = meta
+                    .opt_u64(&key("attention.sliding_window_pattern"))
+                    .ok()
+                    .flatten()
+                    .unwrap_or(6);
                 for (il, s) in swa_layers.iter_mut().enumerate() {
                     *s = pattern == 0 || (il as u64 % pattern) < pattern - 1;
                 }
                 let base_swa = meta.opt_f32(&key("rope.freq_base_swa"))?.unwrap_or(10000.0);
-                rope_swa = Rope { freq_base: base_swa, freq_scale: 1.0, ..rope };
+                rope_swa = Rope {
+                    freq_base: base_swa,
+                    freq_scale: 1.0,
+                    ..rope
+                };
             }
             // gemma_pytorch: query scaled by 1/√query_pre_attn_scalar, = head_dim except at 27B.
             if n_layer == 62 {
@@ -174,8 +200,12 @@ impl ModelConfig {
 
 /// `1 / rope.scaling.factor` for linear scaling; yarn and other kinds are rejected.
 fn rope_freq_scale(meta: &Metadata, a: &str) -> Result<f32, EngineError> {
-    let kind = meta.opt_str(&format!("{a}.rope.scaling.type"))?.unwrap_or("none");
-    let factor = meta.opt_f32(&format!("{a}.rope.scaling.factor"))?.unwrap_or(0.0);
+    let kind = meta
+        .opt_str(&format!("{a}.rope.scaling.type"))?
+        .unwrap_or("none");
+    let factor = meta
+        .opt_f32(&format!("{a}.rope.scaling.factor"))?
+        .unwrap_or(0.0);
     match kind {
         "none" => Ok(1.0),
         "linear" if factor > 0.0 => Ok(1.0 / factor),

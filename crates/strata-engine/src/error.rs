@@ -19,7 +19,11 @@ pub enum EngineError {
     #[error("tensor '{0}' is missing from the model file")]
     MissingTensor(String),
     #[error("tensor '{name}' has shape {found:?}, expected {expected:?}")]
-    BadShape { name: String, expected: Vec<u64>, found: Vec<u64> },
+    BadShape {
+        name: String,
+        expected: Vec<u64>,
+        found: Vec<u64>,
+    },
     #[error("metadata '{key}': {reason}")]
     BadMetadata { key: String, reason: String },
     #[error("context is full: {needed} tokens needed but the context holds {n_ctx}")]

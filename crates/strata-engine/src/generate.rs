@@ -65,9 +65,17 @@ pub fn generate(
         return Err(EngineError::EmptyPrompt);
     }
     if prompt.len() > session.n_ctx() {
-        return Err(EngineError::ContextFull { needed: prompt.len(), n_ctx: session.n_ctx() });
+        return Err(EngineError::ContextFull {
+            needed: prompt.len(),
+            n_ctx: session.n_ctx(),
+        });
     }
-    let common = session.tokens().iter().zip(prompt).take_while(|(a, b)| a == b).count();
+    let common = session
+        .tokens()
+        .iter()
+        .zip(prompt)
+        .take_while(|(a, b)| a == b)
+        .count();
     // At least one prompt token must run to produce logits.
     let cached = common.min(prompt.len() - 1);
     session.truncate(cached);

@@ -21,7 +21,9 @@ impl std::str::FromStr for KvType {
         match s.to_ascii_lowercase().as_str() {
             "f32" => Ok(KvType::F32),
             "f16" => Ok(KvType::F16),
-            other => Err(format!("unknown KV cache type '{other}' (expected f32 or f16)")),
+            other => Err(format!(
+                "unknown KV cache type '{other}' (expected f32 or f16)"
+            )),
         }
     }
 }
@@ -99,7 +101,11 @@ impl KvCache {
     /// Memory: `2 · n_layer · n_ctx · row · sizeof(ty)` bytes.
     pub fn new(n_layer: usize, n_ctx: usize, row: usize, ty: KvType) -> KvCache {
         let layers = (0..n_layer)
-            .map(|_| LayerKv { k: Store::new(ty, n_ctx * row), v: Store::new(ty, n_ctx * row), row })
+            .map(|_| LayerKv {
+                k: Store::new(ty, n_ctx * row),
+                v: Store::new(ty, n_ctx * row),
+                row,
+            })
             .collect();
         KvCache { layers, n_ctx, ty }
     }

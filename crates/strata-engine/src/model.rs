@@ -40,12 +40,23 @@ impl Model {
         let tokenizer = Tokenizer::from_metadata(meta)?;
         let chat_template = match meta.opt_str("tokenizer.chat_template")? {
             Some(src) => {
-                let piece = |id: Option<u32>| id.map(|i| tokenizer.decode_special(i)).unwrap_or_default();
-                Some(ChatTemplate::new(src, &piece(tokenizer.bos_id()), &piece(tokenizer.eos_id()))?)
+                let piece =
+                    |id: Option<u32>| id.map(|i| tokenizer.decode_special(i)).unwrap_or_default();
+                Some(ChatTemplate::new(
+                    src,
+                    &piece(tokenizer.bos_id()),
+                    &piece(tokenizer.eos_id()),
+                )?)
             }
             None => None,
         };
-        Ok(Model { gguf, config, weights, tokenizer, chat_template })
+        Ok(Model {
+            gguf,
+            config,
+            weights,
+            tokenizer,
+            chat_template,
+        })
     }
 
     /// Hyper-parameters.
@@ -70,7 +81,11 @@ impl Model {
 
     /// A fresh session of `n_ctx` positions (0 = the model's training context).
     pub fn new_session(&self, n_ctx: usize, kv_type: KvType) -> Session {
-        let n = if n_ctx == 0 { self.config.n_ctx_train } else { n_ctx };
+        let n = if n_ctx == 0 {
+            self.config.n_ctx_train
+        } else {
+            n_ctx
+        };
         Session::new(&self.config, n, kv_type)
     }
 
@@ -78,7 +93,11 @@ impl Model {
     ///
     /// Errors: empty input, the context would overflow (nothing is appended), a token id
     /// outside the vocabulary.
-    pub fn forward<'s>(&self, s: &'s mut Session, tokens: &[u32]) -> Result<&'s [f32], EngineError> {
+    pub fn forward<'s>(
+        &self,
+        s: &'s mut Session,
+        tokens: &[u32],
+    ) -> Result<&'s [f32], EngineError> {
         self.check(s, tokens)?;
         for chunk in tokens.chunks(UBATCH) {
             self.run_batch(s, chunk, false)?;
@@ -88,7 +107,12 @@ impl Model {
 
     /// Appends `tokens` and writes the logits of every position into `out`
     /// (`[tokens.len()][n_vocab]`): teacher-forced evaluation and speculative verification.
-    pub fn forward_all(&self, s: &mut Session, tokens: &[u32], out: &mut Vec<f32>) -> Result<(), EngineError> {
+    pub fn forward_all(
+        &self,
+        s: &mut Session,
+        tokens: &[u32],
+        out: &mut Vec<f32>,
+    ) -> Result<(), EngineError> {
         self.check(s, tokens)?;
         out.clear();
         for chunk in tokens.chunks(UBATCH) {
@@ -104,7 +128,10 @@ impl Model {
         }
         let needed = s.pos() + tokens.len();
         if needed > s.n_ctx() {
-            return Err(EngineError::ContextFull { needed, n_ctx: s.n_ctx() });
+            return Err(EngineError::ContextFull {
+                needed,
+                n_ctx: s.n_ctx(),
+            });
         }
         let n_vocab = self.config.n_vocab;
         if let Some(bad) = tokens.iter().find(|t| **t as usize >= n_vocab) {
@@ -115,7 +142,15 @@ impl Model {
 
     fn run_batch(&self, s: &mut Session, tokens: &[u32], all: bool) -> Result<(), EngineError> {
         let pos0 = s.pos();
-        dense::forward_batch(&self.config, &self.weights, &mut s.kv.layers, &mut s.ws, tokens, pos0, all)?;
+        dense::forward_batch(
+            &self.config,
+            &self.weights,
+            &mut s.kv.layers,
+            &mut s.ws,
+            tokens,
+            pos0,
+            all,
+        )?;
         s.advance(tokens);
         Ok(())
     }

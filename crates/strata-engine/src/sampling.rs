@@ -46,7 +46,11 @@ impl Default for SamplingParams {
 impl SamplingParams {
     /// Greedy decoding: argmax, no penalties.
     pub fn greedy() -> Self {
-        SamplingParams { temperature: 0.0, repeat_penalty: 1.0, ..Self::default() }
+        SamplingParams {
+            temperature: 0.0,
+            repeat_penalty: 1.0,
+            ..Self::default()
+        }
     }
 }
 
@@ -62,7 +66,12 @@ impl Sampler {
     /// A sampler seeded with `params.seed`.
     pub fn new(params: SamplingParams) -> Sampler {
         let rng = ChaCha20Rng::seed_from_u64(params.seed);
-        Sampler { params, rng, candidates: Vec::new(), counts: Vec::new() }
+        Sampler {
+            params,
+            rng,
+            candidates: Vec::new(),
+            counts: Vec::new(),
+        }
     }
 
     /// The settings.
@@ -74,7 +83,8 @@ impl Sampler {
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
         let p = self.params.clone();
         self.candidates.clear();
-        self.candidates.extend(logits.iter().enumerate().map(|(i, l)| (i as u32, *l)));
+        self.candidates
+            .extend(logits.iter().enumerate().map(|(i, l)| (i as u32, *l)));
         self.apply_penalties(history);
         let c = &mut self.candidates;
         if p.temperature <= 0.0 {
@@ -128,7 +138,9 @@ impl Sampler {
             }
         }
         for (id, n) in &self.counts {
-            let Some(l) = self.candidates.get_mut(*id as usize) else { continue };
+            let Some(l) = self.candidates.get_mut(*id as usize) else {
+                continue;
+            };
             if l.1 > 0.0 {
                 l.1 /= p.repeat_penalty;
             } else {
@@ -187,19 +199,34 @@ mod tests {
     #[test]
     fn same_seed_same_tokens_and_filters_restrict_support() {
         let logits: Vec<f32> = (0..50).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
-        let params = SamplingParams { temperature: 1.0, top_k: 0, top_p: 1.0, min_p: 0.0, ..Default::default() };
+        let params = SamplingParams {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            ..Default::default()
+        };
         let run = |p: &SamplingParams| {
             let mut s = Sampler::new(p.clone());
             (0..200).map(|_| s.sample(&logits, &[])).collect::<Vec<_>>()
         };
         assert_eq!(run(&params), run(&params));
-        let other = SamplingParams { seed: 7, ..params.clone() };
+        let other = SamplingParams {
+            seed: 7,
+            ..params.clone()
+        };
         assert_ne!(run(&params), run(&other));
-        let top3 = SamplingParams { top_k: 3, ..params.clone() };
+        let top3 = SamplingParams {
+            top_k: 3,
+            ..params.clone()
+        };
         let mut sorted: Vec<u32> = (0..50).collect();
         sorted.sort_by(|a, b| logits[*b as usize].total_cmp(&logits[*a as usize]));
         assert!(run(&top3).iter().all(|t| sorted[..3].contains(t)));
-        let minp = SamplingParams { min_p: 0.99, ..params };
+        let minp = SamplingParams {
+            min_p: 0.99,
+            ..params
+        };
         assert!(run(&minp).iter().all(|t| *t == sorted[0]));
     }
 }

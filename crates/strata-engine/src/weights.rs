@@ -48,14 +48,20 @@ struct Loader<'a> {
 
 impl Loader<'_> {
     fn tensor(&self, name: &str) -> Result<Tensor<'static>, EngineError> {
-        self.gguf.tensor(name).ok_or_else(|| EngineError::MissingTensor(name.to_string()))
+        self.gguf
+            .tensor(name)
+            .ok_or_else(|| EngineError::MissingTensor(name.to_string()))
     }
 
     fn matrix(&self, name: &str, cols: usize, rows: usize) -> Result<Matrix<'static>, EngineError> {
         let t = self.tensor(name)?;
         let expected = vec![cols as u64, rows as u64];
         if t.info.shape != expected {
-            return Err(EngineError::BadShape { name: name.into(), expected, found: t.info.shape.clone() });
+            return Err(EngineError::BadShape {
+                name: name.into(),
+                expected,
+                found: t.info.shape.clone(),
+            });
         }
         if !strata_quant::supports_dequantize(t.info.ggml_type) {
             return Err(EngineError::BadMetadata {
@@ -63,13 +69,22 @@ impl Loader<'_> {
                 reason: format!("ggml type {} is not supported", t.info.ggml_type),
             });
         }
-        Ok(Matrix { ty: t.info.ggml_type, rows, cols, data: t.data })
+        Ok(Matrix {
+            ty: t.info.ggml_type,
+            rows,
+            cols,
+            data: t.data,
+        })
     }
 
     fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, EngineError> {
         let t = self.tensor(name)?;
         if t.info.shape != [len as u64] {
-            return Err(EngineError::BadShape { name: name.into(), expected: vec![len as u64], found: t.info.shape.clone() });
+            return Err(EngineError::BadShape {
+                name: name.into(),
+                expected: vec![len as u64],
+                found: t.info.shape.clone(),
+            });
         }
         let mut out = vec![0.0; len];
         strata_quant::dequantize(t.info.ggml_type, t.data, &mut out)?;
@@ -99,14 +114,30 @@ impl Loader<'_> {
             bq: self.opt_vector(&n("attn_q.bias"), q_dim)?,
             bk: self.opt_vector(&n("attn_k.bias"), kv)?,
             bv: self.opt_vector(&n("attn_v.bias"), kv)?,
-            q_norm: if qk_norms { Some(self.vector(&n("attn_q_norm.weight"), c.head_dim)?) } else { None },
-            k_norm: if qk_norms { Some(self.vector(&n("attn_k_norm.weight"), c.head_dim)?) } else { None },
-            post_attn_norm: if gemma { Some(self.vector(&n("post_attention_norm.weight"), c.n_embd)?) } else { None },
+            q_norm: if qk_norms {
+                Some(self.vector(&n("attn_q_norm.weight"), c.head_dim)?)
+            } else {
+                None
+            },
+            k_norm: if qk_norms {
+                Some(self.vector(&n("attn_k_norm.weight"), c.head_dim)?)
+            } else {
+                None
+            },
+            post_attn_norm: if gemma {
+                Some(self.vector(&n("post_attention_norm.weight"), c.n_embd)?)
+            } else {
+                None
+            },
             ffn_norm: self.vector(&n("ffn_norm.weight"), c.n_embd)?,
             w_gate: self.matrix(&n("ffn_gate.weight"), c.n_embd, c.n_ff)?,
             w_up: self.matrix(&n("ffn_up.weight"), c.n_embd, c.n_ff)?,
             w_down: self.matrix(&n("ffn_down.weight"), c.n_ff, c.n_embd)?,
-            post_ffn_norm: if gemma { Some(self.vector(&n("post_ffw_norm.weight"), c.n_embd)?) } else { None },
+            post_ffn_norm: if gemma {
+                Some(self.vector(&n("post_ffw_norm.weight"), c.n_embd)?)
+            } else {
+                None
+            },
         })
     }
 }
@@ -123,7 +154,14 @@ impl Weights {
             Some(_) => l.matrix("output.weight", cfg.n_embd, cfg.n_vocab)?,
             None => token_embd,
         };
-        let layers = (0..cfg.n_layer).map(|il| l.layer(il)).collect::<Result<_, _>>()?;
-        Ok(Weights { token_embd, output_norm: l.vector("output_norm.weight", cfg.n_embd)?, output, layers })
+        let layers = (0..cfg.n_layer)
+            .map(|il| l.layer(il))
+            .collect::<Result<_, _>>()?;
+        Ok(Weights {
+            token_embd,
+            output_norm: l.vector("output_norm.weight", cfg.n_embd)?,
+            output,
+            layers,
+        })
     }
 }

@@ -9,10 +9,10 @@ use crate::config::{Arch, ModelConfig};
 use crate::error::EngineError;
 use crate::kv_cache::LayerKv;
 use crate::ops::activation::{geglu_tanh, swiglu};
+use crate::ops::add_in_place;
 use crate::ops::attention::{attention, AttnShape};
 use crate::ops::linear::matmul;
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_in_place};
-use crate::ops::add_in_place;
 use crate::session::Workspace;
 use crate::weights::{LayerWeights, Weights};
 
@@ -32,8 +32,10 @@ pub fn forward_batch(
     embed(cfg, w, tokens, &mut ws.x)?;
     for t in 0..t_n {
         let n_rot = cfg.rope.n_rot;
-        cfg.rope.angles(pos0 + t, &mut ws.rope_cs[t * n_rot..(t + 1) * n_rot]);
-        cfg.rope_swa.angles(pos0 + t, &mut ws.rope_cs_swa[t * n_rot..(t + 1) * n_rot]);
+        cfg.rope
+            .angles(pos0 + t, &mut ws.rope_cs[t * n_rot..(t + 1) * n_rot]);
+        cfg.rope_swa
+            .angles(pos0 + t, &mut ws.rope_cs_swa[t * n_rot..(t + 1) * n_rot]);
     }
     for (il, (lw, lkv)) in w.layers.iter().zip(kv.iter_mut()).enumerate() {
         attention_block(cfg, il, lw, lkv, ws, pos0)?;
@@ -46,7 +48,10 @@ pub fn forward_batch(
 fn embed(cfg: &ModelConfig, w: &Weights, tokens: &[u32], x: &mut [f32]) -> Result<(), EngineError> {
     for (tok, row) in tokens.iter().zip(x.chunks_exact_mut(cfg.n_embd)) {
         if *tok as usize >= cfg.n_vocab {
-            return Err(EngineError::InvalidToken { id: *tok, n_vocab: cfg.n_vocab });
+            return Err(EngineError::InvalidToken {
+                id: *tok,
+                n_vocab: cfg.n_vocab,
+            });
         }
         w.token_embd.dequantize_row(*tok as usize, row)?;
         if cfg.embd_scale != 1.0 {
@@ -77,13 +82,21 @@ fn attention_block(
         rms_norm_rows_in_place(&mut ws.k, n, cfg.rms_eps);
     }
     let swa = cfg.swa_layers[il];
-    let (rope, cs) = if swa { (&cfg.rope_swa, &ws.rope_cs_swa) } else { (&cfg.rope, &ws.rope_cs) };
+    let (rope, cs) = if swa {
+        (&cfg.rope_swa, &ws.rope_cs_swa)
+    } else {
+        (&cfg.rope, &ws.rope_cs)
+    };
     let (q_dim, kv_dim, n_rot) = (cfg.n_head * hd, cfg.kv_row(), rope.n_rot);
     for t in 0..ws.q.len() / q_dim {
         let angles = &cs[t * n_rot..(t + 1) * n_rot];
         rope.apply(&mut ws.q[t * q_dim..(t + 1) * q_dim], hd, angles);
         rope.apply(&mut ws.k[t * kv_dim..(t + 1) * kv_dim], hd, angles);
-        kv.write(pos0 + t, &ws.k[t * kv_dim..(t + 1) * kv_dim], &ws.v[t * kv_dim..(t + 1) * kv_dim]);
+        kv.write(
+            pos0 + t,
+            &ws.k[t * kv_dim..(t + 1) * kv_dim],
+            &ws.v[t * kv_dim..(t + 1) * kv_dim],
+        );
     }
     let shape = AttnShape {
         n_head: cfg.n_head,
@@ -120,16 +133,29 @@ fn ffn_block(cfg: &ModelConfig, lw: &LayerWeights, ws: &mut Workspace) -> Result
 }
 
 /// Final norm and LM head for the requested rows, then the optional soft cap.
-fn output(cfg: &ModelConfig, w: &Weights, ws: &mut Workspace, t_n: usize, all: bool) -> Result<(), EngineError> {
+fn output(
+    cfg: &ModelConfig,
+    w: &Weights,
+    ws: &mut Workspace,
+    t_n: usize,
+    all: bool,
+) -> Result<(), EngineError> {
     let d = cfg.n_embd;
     let first = if all { 0 } else { t_n - 1 };
     let rows = t_n - first;
     ws.xb.resize(rows, d);
-    rms_norm_rows(&ws.x[first * d..t_n * d], &w.output_norm, cfg.rms_eps, ws.xb.write());
+    rms_norm_rows(
+        &ws.x[first * d..t_n * d],
+        &w.output_norm,
+        cfg.rms_eps,
+        ws.xb.write(),
+    );
     ws.logits.resize(rows * cfg.n_vocab, 0.0);
     matmul(&w.output, None, &mut ws.xb, &mut ws.logits)?;
     if let Some(cap) = cfg.final_logit_softcap {
-        ws.logits.iter_mut().for_each(|l| *l = (*l / cap).tanh() * cap);
+        ws.logits
+            .iter_mut()
+            .for_each(|l| *l = (*l / cap).tanh() * cap);
     }
     Ok(())
 }

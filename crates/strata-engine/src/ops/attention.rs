@@ -85,10 +85,22 @@ mod tests {
     use crate::kv_cache::{KvCache, KvType};
 
     /// Naive reference: softmax over all visible keys, computed in f64.
-    fn reference(q: &[f32], ks: &[Vec<f32>], vs: &[Vec<f32>], scale: f32, first: usize) -> Vec<f32> {
+    fn reference(
+        q: &[f32],
+        ks: &[Vec<f32>],
+        vs: &[Vec<f32>],
+        scale: f32,
+        first: usize,
+    ) -> Vec<f32> {
         let n = ks.len();
         let s: Vec<f64> = (first..n)
-            .map(|j| q.iter().zip(&ks[j]).map(|(a, b)| (*a * *b) as f64).sum::<f64>() * scale as f64)
+            .map(|j| {
+                q.iter()
+                    .zip(&ks[j])
+                    .map(|(a, b)| (*a * *b) as f64)
+                    .sum::<f64>()
+                    * scale as f64
+            })
             .collect();
         let m = s.iter().cloned().fold(f64::MIN, f64::max);
         let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
@@ -119,9 +131,17 @@ mod tests {
             }
         }
         for window in [None, Some(3)] {
-            let shape = AttnShape { n_head, n_kv_head: n_kv, head_dim: hd, scale: 0.5, window };
+            let shape = AttnShape {
+                n_head,
+                n_kv_head: n_kv,
+                head_dim: hd,
+                scale: 0.5,
+                window,
+            };
             // two queries at positions 4 and 5
-            let q: Vec<f32> = (0..2 * n_head * hd).map(|i| (i as f32 * 0.7).cos()).collect();
+            let q: Vec<f32> = (0..2 * n_head * hd)
+                .map(|i| (i as f32 * 0.7).cos())
+                .collect();
             let mut out = vec![0.0; q.len()];
             attention(&q, &cache.layers[0], 4, &shape, &mut out);
             for t in 0..2 {

@@ -85,11 +85,13 @@ impl Activations {
         let (cols, data) = (self.cols, &self.data);
         let entry = &mut self.quantized[idx];
         if !entry.2 {
-            let rb = ty.row_bytes(cols as u64).ok_or(strata_quant::QuantError::PartialBlock {
-                ty,
-                elements: cols,
-                block_size: ty.block_size(),
-            })? as usize;
+            let rb = ty
+                .row_bytes(cols as u64)
+                .ok_or(strata_quant::QuantError::PartialBlock {
+                    ty,
+                    elements: cols,
+                    block_size: ty.block_size(),
+                })? as usize;
             entry.1.resize(rb * (data.len() / cols), 0);
             for (x, q) in data.chunks_exact(cols).zip(entry.1.chunks_exact_mut(rb)) {
                 strata_quant::quantize(ty, x, q)?;
@@ -120,27 +122,35 @@ pub fn matmul(
         Some(act_ty) => {
             let acts = x.quantized(act_ty)?;
             let arb = acts.len() / t_n;
-            y.par_chunks_mut(w.rows).enumerate().try_for_each(|(t, yt)| {
-                let a = &acts[t * arb..(t + 1) * arb];
-                yt.par_chunks_mut(ROW_TILE).enumerate().try_for_each(|(tile, ys)| {
-                    for (i, yi) in ys.iter_mut().enumerate() {
-                        *yi = strata_quant::vec_dot(w.ty, w.row(tile * ROW_TILE + i), a)?;
-                    }
-                    Ok::<(), EngineError>(())
-                })
-            })?;
+            y.par_chunks_mut(w.rows)
+                .enumerate()
+                .try_for_each(|(t, yt)| {
+                    let a = &acts[t * arb..(t + 1) * arb];
+                    yt.par_chunks_mut(ROW_TILE)
+                        .enumerate()
+                        .try_for_each(|(tile, ys)| {
+                            for (i, yi) in ys.iter_mut().enumerate() {
+                                *yi = strata_quant::vec_dot(w.ty, w.row(tile * ROW_TILE + i), a)?;
+                            }
+                            Ok::<(), EngineError>(())
+                        })
+                })?;
         }
         None => {
             let data = &x.data;
-            y.par_chunks_mut(w.rows).enumerate().try_for_each(|(t, yt)| {
-                let xt = &data[t * w.cols..(t + 1) * w.cols];
-                yt.par_chunks_mut(ROW_TILE).enumerate().try_for_each(|(tile, ys)| {
-                    for (i, yi) in ys.iter_mut().enumerate() {
-                        *yi = strata_quant::dot_f32(w.ty, w.row(tile * ROW_TILE + i), xt)?;
-                    }
-                    Ok::<(), EngineError>(())
-                })
-            })?;
+            y.par_chunks_mut(w.rows)
+                .enumerate()
+                .try_for_each(|(t, yt)| {
+                    let xt = &data[t * w.cols..(t + 1) * w.cols];
+                    yt.par_chunks_mut(ROW_TILE)
+                        .enumerate()
+                        .try_for_each(|(tile, ys)| {
+                            for (i, yi) in ys.iter_mut().enumerate() {
+                                *yi = strata_quant::dot_f32(w.ty, w.row(tile * ROW_TILE + i), xt)?;
+                            }
+                            Ok::<(), EngineError>(())
+                        })
+                })?;
         }
     }
     if let Some(b) = bias {
@@ -169,16 +179,27 @@ mod tests {
     #[test]
     fn float_and_quantized_weights_match_naive_within_quantization_error() {
         let (rows, cols, t_n) = (37, 256, 3);
-        let wf: Vec<f32> = (0..rows * cols).map(|i| ((i * 13 % 97) as f32 - 48.0) / 50.0).collect();
+        let wf: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 13 % 97) as f32 - 48.0) / 50.0)
+            .collect();
         let xf: Vec<f32> = (0..t_n * cols).map(|i| (i as f32 * 0.3).sin()).collect();
         let want = naive(&wf, &xf, rows, cols);
-        for (ty, tol) in [(GgmlType::F32, 1e-4), (GgmlType::Q8_0, 0.05), (GgmlType::Q4_K, 0.5)] {
+        for (ty, tol) in [
+            (GgmlType::F32, 1e-4),
+            (GgmlType::Q8_0, 0.05),
+            (GgmlType::Q4_K, 0.5),
+        ] {
             let rb = ty.row_bytes(cols as u64).unwrap() as usize;
             let mut bytes = vec![0u8; rows * rb];
             for (r, b) in wf.chunks_exact(cols).zip(bytes.chunks_exact_mut(rb)) {
                 strata_quant::quantize(ty, r, b).unwrap();
             }
-            let w = Matrix { ty, rows, cols, data: &bytes };
+            let w = Matrix {
+                ty,
+                rows,
+                cols,
+                data: &bytes,
+            };
             let mut x = Activations::default();
             x.resize(t_n, cols);
             x.write().copy_from_slice(&xf);

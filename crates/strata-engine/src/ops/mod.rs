@@ -56,7 +56,11 @@ mod tests {
         for n in [0, 1, 7, 16, 33, 100] {
             let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
             let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
-            let naive: f64 = a.iter().zip(&b).map(|(x, y)| (*x as f64) * (*y as f64)).sum();
+            let naive: f64 = a
+                .iter()
+                .zip(&b)
+                .map(|(x, y)| (*x as f64) * (*y as f64))
+                .sum();
             assert!((dot(&a, &b) as f64 - naive).abs() < 1e-4, "n={n}");
         }
     }

@@ -62,7 +62,12 @@ mod tests {
     #[test]
     fn rotation_preserves_norm_and_position_zero_is_identity() {
         for style in [RopeStyle::Normal, RopeStyle::Neox] {
-            let rope = Rope { style, n_rot: 8, freq_base: 10000.0, freq_scale: 1.0 };
+            let rope = Rope {
+                style,
+                n_rot: 8,
+                freq_base: 10000.0,
+                freq_scale: 1.0,
+            };
             let mut cs = [0.0f32; 8];
             let orig: Vec<f32> = (0..16).map(|i| i as f32 - 7.5).collect();
             let mut x = orig.clone();
@@ -81,12 +86,20 @@ mod tests {
     #[test]
     fn neox_and_normal_rotate_different_pairs() {
         let mut cs = [0.0f32; 4];
-        let r = Rope { style: RopeStyle::Neox, n_rot: 4, freq_base: 10000.0, freq_scale: 1.0 };
+        let r = Rope {
+            style: RopeStyle::Neox,
+            n_rot: 4,
+            freq_base: 10000.0,
+            freq_scale: 1.0,
+        };
         r.angles(1, &mut cs);
         let mut x = [1.0f32, 0.0, 0.0, 0.0];
         r.apply(&mut x, 4, &cs);
         assert!((x[0] - 1f32.cos()).abs() < 1e-6 && (x[2] - 1f32.sin()).abs() < 1e-6);
-        let n = Rope { style: RopeStyle::Normal, ..r };
+        let n = Rope {
+            style: RopeStyle::Normal,
+            ..r
+        };
         let mut y = [1.0f32, 0.0, 0.0, 0.0];
         n.apply(&mut y, 4, &cs);
         assert!((y[1] - 1f32.sin()).abs() < 1e-6 && y[2] == 0.0);
