@@ -1,4 +1,4 @@
-//! Hyper-parameters of a dense decoder model, read from GGUF metadata
+//! Hyper-parameters of a decoder model (dense or MoE), read from GGUF metadata
 //! (`{arch}.block_count`, `{arch}.attention.head_count`, …; key names from llama.cpp's
 //! `src/llama-arch.cpp`). A missing required key is a load error naming the key.
 
@@ -18,6 +18,8 @@ pub enum Arch {
     Qwen3,
     /// Gemma 3: sliding-window layers, sandwich norms, GeGLU, scaled embeddings.
     Gemma3,
+    /// Qwen3-MoE: Qwen3 attention, routed SwiGLU experts in every layer.
+    Qwen3Moe,
 }
 
 impl Arch {
@@ -28,6 +30,7 @@ impl Arch {
             "qwen2" => Ok(Arch::Qwen2),
             "qwen3" => Ok(Arch::Qwen3),
             "gemma3" => Ok(Arch::Gemma3),
+            "qwen3moe" => Ok(Arch::Qwen3Moe),
             other => Err(EngineError::UnsupportedArch(other.to_string())),
         }
     }
@@ -39,8 +42,24 @@ impl Arch {
             Arch::Qwen2 => "qwen2",
             Arch::Qwen3 => "qwen3",
             Arch::Gemma3 => "gemma3",
+            Arch::Qwen3Moe => "qwen3moe",
         }
     }
+}
+
+/// Routed experts of an MoE architecture (keys from llama.cpp's `llama-arch.cpp`).
+#[derive(Clone, Copy, Debug)]
+pub struct MoeConfig {
+    /// Experts per layer (`{arch}.expert_count`).
+    pub n_expert: usize,
+    /// Experts each token uses (`{arch}.expert_used_count`).
+    pub n_expert_used: usize,
+    /// Hidden width of one expert (`{arch}.expert_feed_forward_length`; llama.cpp's fallback
+    /// is `n_ff / n_expert_used`).
+    pub n_ff_exp: usize,
+    /// Renormalise the top-k weights to sum 1 (`{arch}.expert_weights_norm`; llama.cpp's
+    /// qwen3moe graph always does, whatever the file says).
+    pub norm_topk: bool,
 }
 
 /// Shapes and constants of one model.
@@ -74,6 +93,8 @@ pub struct ModelConfig {
     pub embd_scale: f32,
     /// `tanh` soft cap of the final logits, if any.
     pub final_logit_softcap: Option<f32>,
+    /// Routed experts, for MoE architectures.
+    pub moe: Option<MoeConfig>,
 }
 
 impl ModelConfig {
@@ -171,6 +192,10 @@ impl ModelConfig {
                 attn_scale = 1.0 / ((n_embd / n_head) as f32).sqrt();
             }
         }
+        let moe = match arch {
+            Arch::Qwen3Moe => Some(moe_config(meta, a, n_ff)?),
+            _ => None,
+        };
         Ok(ModelConfig {
             arch,
             n_layer,
@@ -189,6 +214,7 @@ impl ModelConfig {
             attn_scale,
             embd_scale,
             final_logit_softcap,
+            moe,
         })
     }
 
@@ -196,6 +222,31 @@ impl ModelConfig {
     pub fn kv_row(&self) -> usize {
         self.n_head_kv * self.head_dim
     }
+}
+
+/// Expert counts and width; errors name the missing or inconsistent key.
+fn moe_config(meta: &Metadata, a: &str, n_ff: usize) -> Result<MoeConfig, EngineError> {
+    let n_expert = meta.u64(&format!("{a}.expert_count"))? as usize;
+    let n_expert_used = meta.u64(&format!("{a}.expert_used_count"))? as usize;
+    if n_expert == 0 || n_expert_used == 0 || n_expert_used > n_expert {
+        return Err(EngineError::BadMetadata {
+            key: format!("{a}.expert_used_count"),
+            reason: format!("{n_expert_used} experts used of {n_expert}"),
+        });
+    }
+    let n_ff_exp = meta
+        .opt_u64(&format!("{a}.expert_feed_forward_length"))?
+        .map_or(n_ff / n_expert_used, |v| v as usize);
+    // llama.cpp's qwen3moe graph passes norm_w = true unconditionally.
+    let norm_topk = meta
+        .opt_bool(&format!("{a}.expert_weights_norm"))?
+        .unwrap_or(true);
+    Ok(MoeConfig {
+        n_expert,
+        n_expert_used,
+        n_ff_exp,
+        norm_topk,
+    })
 }
 
 /// `1 / rope.scaling.factor` for linear scaling; yarn and other kinds are rejected.

@@ -1,11 +1,11 @@
 //! The generation loop: prompt → forward → sample → stream text, until an end-of-generation
-//! token, a stop string, or the token limit.
+//! token, the token limit, or the caller says stop (a stop string, a disconnected client).
 
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use crate::error::EngineError;
-use crate::model::Model;
+use crate::model::{Model, UBATCH};
 use crate::sampling::Sampler;
 use crate::session::Session;
 
@@ -16,8 +16,10 @@ pub enum FinishReason {
     EndOfGeneration,
     /// `max_tokens` were produced.
     Length,
-    /// The callback asked to stop (a stop string, a disconnected client).
+    /// The observer asked to stop after a token (a stop string, a disconnected client).
     Stopped,
+    /// The observer asked to stop while the prompt was being read.
+    Cancelled,
     /// The context filled up.
     ContextFull,
 }
@@ -48,18 +50,72 @@ impl GenerationStats {
     }
 }
 
+/// What a caller sees of a generation as it happens.
+pub trait Observer {
+    /// Called before each prompt batch of up to [`UBATCH`] tokens; `Break` cancels.
+    fn before_prompt_batch(&mut self) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
+
+    /// Called for each generated token with the complete UTF-8 text it adds (empty while a
+    /// character is split across tokens) and the logits (`n_vocab`) it was sampled from.
+    /// `Break` ends generation with [`FinishReason::Stopped`].
+    fn on_token(&mut self, id: u32, text: &str, logits: &[f32]) -> ControlFlow<()>;
+
+    /// Called once at the end of a generation that was not stopped or cancelled, with
+    /// text the stream decoder still held (an incomplete character, as U+FFFD).
+    fn on_finish(&mut self, _tail: &str) {}
+}
+
+/// Adapts a closure `(id, text) -> ControlFlow` to an [`Observer`].
+pub struct OnToken<F>(pub F);
+
+impl<F: FnMut(u32, &str) -> ControlFlow<()>> Observer for OnToken<F> {
+    fn on_token(&mut self, id: u32, text: &str, _logits: &[f32]) -> ControlFlow<()> {
+        (self.0)(id, text)
+    }
+
+    fn on_finish(&mut self, tail: &str) {
+        if !tail.is_empty() {
+            let _ = (self.0)(u32::MAX, tail);
+        }
+    }
+}
+
 /// Generates up to `max_tokens` tokens after `prompt`, calling `on_token(id, text)` for each
-/// (text is the complete UTF-8 it adds, possibly empty while a character is split).
+/// (a trailing incomplete character is delivered last with id `u32::MAX`).
 ///
-/// The session keeps what it already holds in common with `prompt` (its longest common
-/// prefix) and computes only the rest. Errors: empty prompt, prompt longer than the context.
+/// See [`generate_with`] for prefix reuse and errors.
 pub fn generate(
     model: &Model,
     session: &mut Session,
     prompt: &[u32],
     max_tokens: usize,
     sampler: &mut Sampler,
-    mut on_token: impl FnMut(u32, &str) -> ControlFlow<()>,
+    on_token: impl FnMut(u32, &str) -> ControlFlow<()>,
+) -> Result<GenerationStats, EngineError> {
+    generate_with(
+        model,
+        session,
+        prompt,
+        max_tokens,
+        sampler,
+        &mut OnToken(on_token),
+    )
+}
+
+/// Generates up to `max_tokens` tokens after `prompt`, reporting to `observer`.
+///
+/// The session keeps what it already holds in common with `prompt` (its longest common
+/// prefix) and computes only the rest, in batches of [`UBATCH`].
+/// Errors: empty prompt, a prompt longer than the context, a token outside the vocabulary.
+pub fn generate_with(
+    model: &Model,
+    session: &mut Session,
+    prompt: &[u32],
+    max_tokens: usize,
+    sampler: &mut Sampler,
+    observer: &mut impl Observer,
 ) -> Result<GenerationStats, EngineError> {
     if prompt.is_empty() {
         return Err(EngineError::EmptyPrompt);
@@ -79,29 +135,42 @@ pub fn generate(
     // At least one prompt token must run to produce logits.
     let cached = common.min(prompt.len() - 1);
     session.truncate(cached);
+    let mut stats = GenerationStats {
+        prompt_tokens: prompt.len(),
+        cached_tokens: cached,
+        prompt_time: Duration::ZERO,
+        generated_tokens: 0,
+        decode_time: Duration::ZERO,
+        finish: FinishReason::Cancelled,
+    };
     let t0 = Instant::now();
-    model.forward(session, &prompt[cached..])?;
-    let prompt_time = t0.elapsed();
+    for batch in prompt[cached..].chunks(UBATCH) {
+        if observer.before_prompt_batch().is_break() {
+            stats.prompt_time = t0.elapsed();
+            return Ok(stats);
+        }
+        model.forward(session, batch)?;
+    }
+    stats.prompt_time = t0.elapsed();
 
     let mut history: Vec<u32> = prompt.to_vec();
     let mut decoder = model.tokenizer().stream_decoder();
     let t1 = Instant::now();
-    let mut generated = 0;
-    let finish = loop {
-        if generated >= max_tokens {
+    stats.finish = loop {
+        if stats.generated_tokens >= max_tokens {
             break FinishReason::Length;
         }
         let tok = sampler.sample(session.logits(), &history);
         if model.tokenizer().is_eog(tok) {
             break FinishReason::EndOfGeneration;
         }
-        generated += 1;
+        stats.generated_tokens += 1;
         history.push(tok);
         let text = decoder.push(tok);
-        if on_token(tok, &text).is_break() {
+        if observer.on_token(tok, &text, session.logits()).is_break() {
             break FinishReason::Stopped;
         }
-        if generated >= max_tokens {
+        if stats.generated_tokens >= max_tokens {
             break FinishReason::Length;
         }
         if session.pos() + 1 > session.n_ctx() {
@@ -109,12 +178,9 @@ pub fn generate(
         }
         model.forward(session, &[tok])?;
     };
-    Ok(GenerationStats {
-        prompt_tokens: prompt.len(),
-        cached_tokens: cached,
-        prompt_time,
-        generated_tokens: generated,
-        decode_time: t1.elapsed(),
-        finish,
-    })
+    stats.decode_time = t1.elapsed();
+    if stats.finish != FinishReason::Stopped {
+        observer.on_finish(&decoder.finish());
+    }
+    Ok(stats)
 }

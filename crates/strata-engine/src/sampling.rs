@@ -223,10 +223,23 @@ mod tests {
         let mut sorted: Vec<u32> = (0..50).collect();
         sorted.sort_by(|a, b| logits[*b as usize].total_cmp(&logits[*a as usize]));
         assert!(run(&top3).iter().all(|t| sorted[..3].contains(t)));
+        // min-p keeps exactly the tokens whose probability is ≥ min_p × the top one.
         let minp = SamplingParams {
-            min_p: 0.99,
+            min_p: 0.9,
             ..params
         };
-        assert!(run(&minp).iter().all(|t| *t == sorted[0]));
+        let top = logits[sorted[0] as usize];
+        let allowed: Vec<u32> = (0..50)
+            .filter(|i| (logits[*i as usize] - top).exp() >= 0.9)
+            .collect();
+        let drawn = run(&minp);
+        assert!(
+            drawn.iter().all(|t| allowed.contains(t)),
+            "{allowed:?} {drawn:?}"
+        );
+        assert!(
+            allowed.iter().all(|t| drawn.contains(t)),
+            "200 draws cover {allowed:?}"
+        );
     }
 }

@@ -4,6 +4,7 @@
 use crate::config::ModelConfig;
 use crate::kv_cache::{KvCache, KvType};
 use crate::ops::linear::Activations;
+use crate::ops::moe::MoeScratch;
 
 /// Activation buffers, grown to the largest batch seen and then reused (no allocation
 /// per decoded token).
@@ -28,6 +29,8 @@ pub struct Workspace {
     pub rope_cs_swa: Vec<f32>,
     /// Logits `[rows][n_vocab]` of the last forward call.
     pub logits: Vec<f32>,
+    /// Buffers of the routed-expert FFN (MoE models).
+    pub moe: MoeScratch,
 }
 
 impl Workspace {

@@ -1,12 +1,13 @@
-//! Tensors of a dense decoder, looked up by their GGUF names (`blk.N.attn_q.weight`, …)
+//! Tensors of a decoder (dense or MoE), looked up by their GGUF names (`blk.N.attn_q.weight`, …)
 //! and checked against the configuration. Matrices stay in the memory-mapped file; only
 //! norm vectors and biases (a few KB each) are copied out as f32.
 
 use strata_gguf::{GgufModel, Tensor};
 
-use crate::config::{Arch, ModelConfig};
+use crate::config::{Arch, ModelConfig, MoeConfig};
 use crate::error::EngineError;
 use crate::ops::linear::Matrix;
+use crate::ops::moe::{ExpertTensor, MoeWeights};
 
 /// Weights of one decoder layer. Optional parts exist only in some architectures.
 pub struct LayerWeights {
@@ -25,13 +26,23 @@ pub struct LayerWeights {
     /// Gemma 3 sandwich norms after attention and after the FFN.
     pub post_attn_norm: Option<Vec<f32>>,
     pub ffn_norm: Vec<f32>,
-    pub w_gate: Matrix<'static>,
-    pub w_up: Matrix<'static>,
-    pub w_down: Matrix<'static>,
+    pub ffn: Ffn,
     pub post_ffn_norm: Option<Vec<f32>>,
 }
 
-/// All weights of a dense decoder.
+/// The feed-forward block of a layer.
+pub enum Ffn {
+    /// One gated FFN: gate and up `[n_ff][n_embd]`, down `[n_embd][n_ff]`.
+    Dense {
+        w_gate: Matrix<'static>,
+        w_up: Matrix<'static>,
+        w_down: Matrix<'static>,
+    },
+    /// Routed experts (`ffn_gate_inp`, `ffn_{gate,up,down}_exps`).
+    Moe(MoeWeights),
+}
+
+/// All weights of a decoder.
 pub struct Weights {
     /// `[n_vocab][n_embd]`.
     pub token_embd: Matrix<'static>,
@@ -63,6 +74,17 @@ impl Loader<'_> {
                 found: t.info.shape.clone(),
             });
         }
+        self.typed_matrix(name, t, cols, rows)
+    }
+
+    /// `t` as `[rows][cols]` once its type is known to be supported.
+    fn typed_matrix(
+        &self,
+        name: &str,
+        t: Tensor<'static>,
+        cols: usize,
+        rows: usize,
+    ) -> Result<Matrix<'static>, EngineError> {
         if !strata_quant::supports_dequantize(t.info.ggml_type) {
             return Err(EngineError::BadMetadata {
                 key: name.into(),
@@ -74,6 +96,41 @@ impl Loader<'_> {
             rows,
             cols,
             data: t.data,
+        })
+    }
+
+    /// A 3-D expert tensor, ggml `ne = [cols, rows, n_expert]`, viewed per expert.
+    fn experts(
+        &self,
+        name: &str,
+        cols: usize,
+        rows: usize,
+        n_expert: usize,
+    ) -> Result<ExpertTensor<'static>, EngineError> {
+        let t = self.tensor(name)?;
+        let expected = vec![cols as u64, rows as u64, n_expert as u64];
+        if t.info.shape != expected {
+            return Err(EngineError::BadShape {
+                name: name.into(),
+                expected,
+                found: t.info.shape.clone(),
+            });
+        }
+        let all = self.typed_matrix(name, t, cols, rows * n_expert)?;
+        Ok(ExpertTensor::new(all, n_expert))
+    }
+
+    fn moe(&self, il: usize, m: &MoeConfig) -> Result<MoeWeights, EngineError> {
+        let c = self.cfg;
+        let n = |s: &str| format!("blk.{il}.{s}");
+        let (d, ff, ne) = (c.n_embd, m.n_ff_exp, m.n_expert);
+        Ok(MoeWeights {
+            router: self.matrix(&n("ffn_gate_inp.weight"), d, ne)?,
+            gate: self.experts(&n("ffn_gate_exps.weight"), d, ff, ne)?,
+            up: self.experts(&n("ffn_up_exps.weight"), d, ff, ne)?,
+            down: self.experts(&n("ffn_down_exps.weight"), ff, d, ne)?,
+            n_used: m.n_expert_used,
+            norm_topk: m.norm_topk,
         })
     }
 
@@ -103,7 +160,7 @@ impl Loader<'_> {
         let n = |s: &str| format!("blk.{il}.{s}");
         let q_dim = c.n_head * c.head_dim;
         let kv = c.kv_row();
-        let qk_norms = matches!(c.arch, Arch::Qwen3 | Arch::Gemma3);
+        let qk_norms = matches!(c.arch, Arch::Qwen3 | Arch::Qwen3Moe | Arch::Gemma3);
         let gemma = c.arch == Arch::Gemma3;
         Ok(LayerWeights {
             attn_norm: self.vector(&n("attn_norm.weight"), c.n_embd)?,
@@ -130,9 +187,14 @@ impl Loader<'_> {
                 None
             },
             ffn_norm: self.vector(&n("ffn_norm.weight"), c.n_embd)?,
-            w_gate: self.matrix(&n("ffn_gate.weight"), c.n_embd, c.n_ff)?,
-            w_up: self.matrix(&n("ffn_up.weight"), c.n_embd, c.n_ff)?,
-            w_down: self.matrix(&n("ffn_down.weight"), c.n_ff, c.n_embd)?,
+            ffn: match &c.moe {
+                Some(m) => Ffn::Moe(self.moe(il, m)?),
+                None => Ffn::Dense {
+                    w_gate: self.matrix(&n("ffn_gate.weight"), c.n_embd, c.n_ff)?,
+                    w_up: self.matrix(&n("ffn_up.weight"), c.n_embd, c.n_ff)?,
+                    w_down: self.matrix(&n("ffn_down.weight"), c.n_ff, c.n_embd)?,
+                },
+            },
             post_ffn_norm: if gemma {
                 Some(self.vector(&n("post_ffw_norm.weight"), c.n_embd)?)
             } else {

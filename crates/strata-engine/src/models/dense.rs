@@ -1,8 +1,8 @@
-//! The dense decoder: llama, qwen2, qwen3 and gemma3 share one layer recipe whose optional
-//! parts (q/k/v biases, q/k norms, sandwich norms, windowed layers, GeGLU) are present
-//! exactly when the architecture has them.
+//! The decoder recipe: llama, qwen2, qwen3, gemma3 and qwen3moe share one layer whose optional
+//! parts (q/k/v biases, q/k norms, sandwich norms, windowed layers, GeGLU, routed experts)
+//! are present exactly when the architecture has them.
 //!
-//! Sources: llama.cpp `src/models/llama.cpp`, `qwen2.cpp`, `qwen3.cpp`, `gemma3.cpp`;
+//! Sources: llama.cpp `src/models/llama.cpp`, `qwen2.cpp`, `qwen3.cpp`, `gemma3.cpp`, `qwen3moe.cpp`;
 //! Touvron et al. 2023 (Llama), Gemma Team 2025 (Gemma 3).
 
 use crate::config::{Arch, ModelConfig};
@@ -14,7 +14,8 @@ use crate::ops::attention::{attention, AttnShape};
 use crate::ops::linear::matmul;
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_in_place};
 use crate::session::Workspace;
-use crate::weights::{LayerWeights, Weights};
+use crate::ops::moe::moe_ffn;
+use crate::weights::{Ffn, LayerWeights, Weights};
 
 /// Runs `tokens` (one batch, positions `pos0..pos0+T`) through every layer and writes
 /// logits for all T positions (`all_logits`) or only the last into `ws.logits`.
@@ -114,17 +115,26 @@ fn attention_block(
     Ok(())
 }
 
-/// norm → gate, up → SwiGLU / GeGLU → down → post-norm → residual.
+/// norm → gate, up → SwiGLU / GeGLU → down (or the routed experts) → post-norm → residual.
 fn ffn_block(cfg: &ModelConfig, lw: &LayerWeights, ws: &mut Workspace) -> Result<(), EngineError> {
     rms_norm_rows(&ws.x, &lw.ffn_norm, cfg.rms_eps, ws.xb.write());
-    let hb = ws.hb.write();
-    matmul(&lw.w_gate, None, &mut ws.xb, hb)?;
-    matmul(&lw.w_up, None, &mut ws.xb, &mut ws.hb2)?;
-    match cfg.arch {
-        Arch::Gemma3 => geglu_tanh(ws.hb.write(), &ws.hb2),
-        _ => swiglu(ws.hb.write(), &ws.hb2),
+    match &lw.ffn {
+        Ffn::Dense {
+            w_gate,
+            w_up,
+            w_down,
+        } => {
+            let hb = ws.hb.write();
+            matmul(w_gate, None, &mut ws.xb, hb)?;
+            matmul(w_up, None, &mut ws.xb, &mut ws.hb2)?;
+            match cfg.arch {
+                Arch::Gemma3 => geglu_tanh(ws.hb.write(), &ws.hb2),
+                _ => swiglu(ws.hb.write(), &ws.hb2),
+            }
+            matmul(w_down, None, &mut ws.hb, &mut ws.xb2)?;
+        }
+        Ffn::Moe(m) => moe_ffn(m, &mut ws.xb, &mut ws.xb2, &mut ws.moe)?,
     }
-    matmul(&lw.w_down, None, &mut ws.hb, &mut ws.xb2)?;
     if let Some(n) = &lw.post_ffn_norm {
         rms_norm_rows_in_place(&mut ws.xb2, n, cfg.rms_eps);
     }

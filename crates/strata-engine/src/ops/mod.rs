@@ -4,6 +4,7 @@
 pub mod activation;
 pub mod attention;
 pub mod linear;
+pub mod moe;
 pub mod norm;
 pub mod rope;
 

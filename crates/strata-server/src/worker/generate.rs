@@ -1,12 +1,10 @@
-//! The generation loop of one job: reuse the session's longest common prefix with the prompt,
-//! read the rest of the prompt in batches, then sample and stream tokens. It mirrors
-//! `strata_engine::generate::generate` (same prefix reuse, batching and sampling, so greedy
-//! output is identical) and adds what serving needs: cancellation between prompt batches and
-//! tokens, stop strings, and log-probabilities.
+//! One job on the engine's generation loop (`strata_engine::generate::generate_with`): the
+//! observer here adds what serving needs — cancellation when the client is gone, stop
+//! strings, log-probabilities and time to first token.
 
-use std::time::Instant;
+use std::ops::ControlFlow;
 
-use strata_engine::model::UBATCH;
+use strata_engine::generate::{generate_with, FinishReason, Observer};
 use strata_engine::sampling::Sampler;
 use strata_engine::{EngineError, Model, Session};
 
@@ -43,6 +41,70 @@ fn token_logprob(model: &Model, logits: &[f32], tok: u32, n: usize) -> TokenLogp
     }
 }
 
+/// Streams a job's tokens to its channel.
+struct JobObserver<'a> {
+    model: &'a Model,
+    job: &'a Job,
+    stop: StopMatcher,
+    /// The stop string that ended the answer, if one did.
+    stopped_by: Option<String>,
+    first_token: Option<std::time::Duration>,
+}
+
+impl JobObserver<'_> {
+    fn send(&self, text: String, logprobs: Vec<TokenLogprob>) -> bool {
+        self.job.events.send(Event::Text { text, logprobs }).is_ok()
+    }
+}
+
+impl Observer for JobObserver<'_> {
+    fn before_prompt_batch(&mut self) -> ControlFlow<()> {
+        if self.job.events.is_closed() {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+
+    fn on_token(&mut self, id: u32, text: &str, logits: &[f32]) -> ControlFlow<()> {
+        self.first_token
+            .get_or_insert_with(|| self.job.enqueued.elapsed());
+        let lp: Vec<TokenLogprob> = self
+            .job
+            .logprobs
+            .map(|n| token_logprob(self.model, logits, id, n))
+            .into_iter()
+            .collect();
+        match self.stop.push(text) {
+            StopCheck::Emit(text) => {
+                if self.send(text, lp) {
+                    ControlFlow::Continue(())
+                } else {
+                    ControlFlow::Break(())
+                }
+            }
+            StopCheck::Stopped(text, s) => {
+                self.send(text, lp);
+                self.stopped_by = Some(s);
+                ControlFlow::Break(())
+            }
+        }
+    }
+
+    fn on_finish(&mut self, tail: &str) {
+        let rest = match self.stop.push(tail) {
+            StopCheck::Emit(t) => t + &self.stop.finish(),
+            StopCheck::Stopped(t, s) => {
+                self.stopped_by = Some(s);
+                t
+            }
+        };
+        if !rest.is_empty() {
+            self.send(rest, Vec::new());
+        }
+    }
+}
+
 /// Runs `job` on `session`. Errors: a prompt that is empty, does not fit, or holds an
 /// unknown token id (400), an engine failure (500).
 pub fn run(model: &Model, session: &mut Session, job: &Job) -> Result<Stats, ApiError> {
@@ -57,90 +119,38 @@ pub fn run(model: &Model, session: &mut Session, job: &Job) -> Result<Stats, Api
             session.n_ctx()
         )));
     }
-    let common = session
-        .tokens()
-        .iter()
-        .zip(prompt)
-        .take_while(|(a, b)| a == b)
-        .count();
-    let cached = common.min(prompt.len() - 1);
-    session.truncate(cached);
-    let mut stats = Stats {
-        prompt_tokens: prompt.len(),
-        cached_tokens: cached,
-        prompt_time: Default::default(),
-        generated_tokens: 0,
-        decode_time: Default::default(),
-        queue_time: Default::default(),
-        first_token: None,
-        finish: Finish::Cancelled,
-    };
-    let t0 = Instant::now();
-    for batch in prompt[cached..].chunks(UBATCH) {
-        if job.events.is_closed() {
-            stats.prompt_time = t0.elapsed();
-            return Ok(stats);
-        }
-        model.forward(session, batch).map_err(engine_error)?;
-    }
-    stats.prompt_time = t0.elapsed();
-
-    let tok = model.tokenizer();
-    let mut history = prompt.clone();
-    let mut decoder = tok.stream_decoder();
     let mut sampler = Sampler::new(job.params.clone());
-    let mut stop = StopMatcher::new(&job.stop);
-    let send = |text: String, logprobs: Vec<TokenLogprob>| {
-        job.events.send(Event::Text { text, logprobs }).is_ok()
+    let mut observer = JobObserver {
+        model,
+        job,
+        stop: StopMatcher::new(&job.stop),
+        stopped_by: None,
+        first_token: None,
     };
-    let t1 = Instant::now();
-    let finish = loop {
-        if stats.generated_tokens >= job.max_tokens {
-            break Finish::Length;
-        }
-        let id = sampler.sample(session.logits(), &history);
-        if tok.is_eog(id) {
-            break Finish::EndOfGeneration;
-        }
-        stats.generated_tokens += 1;
-        history.push(id);
-        stats
-            .first_token
-            .get_or_insert_with(|| job.enqueued.elapsed());
-        let lp: Vec<TokenLogprob> = job
-            .logprobs
-            .map(|n| token_logprob(model, session.logits(), id, n))
-            .into_iter()
-            .collect();
-        match stop.push(&decoder.push(id)) {
-            StopCheck::Emit(text) => {
-                if !send(text, lp) {
-                    break Finish::Cancelled;
-                }
-            }
-            StopCheck::Stopped(text, s) => {
-                send(text, lp);
-                break Finish::Stop(s);
-            }
-        }
-        if stats.generated_tokens >= job.max_tokens {
-            break Finish::Length;
-        }
-        if session.pos() + 1 > session.n_ctx() {
-            break Finish::ContextFull;
-        }
-        model.forward(session, &[id]).map_err(engine_error)?;
+    let s = generate_with(
+        model,
+        session,
+        prompt,
+        job.max_tokens,
+        &mut sampler,
+        &mut observer,
+    )
+    .map_err(engine_error)?;
+    let finish = match (s.finish, observer.stopped_by) {
+        (_, Some(stop)) => Finish::Stop(stop),
+        (FinishReason::EndOfGeneration, None) => Finish::EndOfGeneration,
+        (FinishReason::Length, None) => Finish::Length,
+        (FinishReason::ContextFull, None) => Finish::ContextFull,
+        (FinishReason::Stopped | FinishReason::Cancelled, None) => Finish::Cancelled,
     };
-    stats.decode_time = t1.elapsed();
-    if !matches!(finish, Finish::Stop(_) | Finish::Cancelled) {
-        let rest = match stop.push(&decoder.finish()) {
-            StopCheck::Emit(t) => t + &stop.finish(),
-            StopCheck::Stopped(t, _) => t,
-        };
-        if !rest.is_empty() {
-            send(rest, Vec::new());
-        }
-    }
-    stats.finish = finish;
-    Ok(stats)
+    Ok(Stats {
+        prompt_tokens: s.prompt_tokens,
+        cached_tokens: s.cached_tokens,
+        prompt_time: s.prompt_time,
+        generated_tokens: s.generated_tokens,
+        decode_time: s.decode_time,
+        queue_time: Default::default(),
+        first_token: observer.first_token,
+        finish,
+    })
 }
