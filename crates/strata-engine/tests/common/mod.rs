@@ -10,22 +10,34 @@ use serde::Deserialize;
 pub const MODELS: [(&str, &str); 3] = [
     ("smollm2-135m", "SmolLM2-135M-Instruct.Q4_1.gguf"),
     ("gemma3-270m", "gemma-3-270m-q4_k_m.gguf"),
-    ("qwen2.5-coder-0.5b", "qwen2.5-coder-0.5b-instruct-awq-q4_k_m.gguf"),
+    (
+        "qwen2.5-coder-0.5b",
+        "qwen2.5-coder-0.5b-instruct-awq-q4_k_m.gguf",
+    ),
 ];
 
 /// `$STRATA_MODELS_DIR` or `~/.cache/strata/models`.
 pub fn models_dir() -> PathBuf {
     match std::env::var_os("STRATA_MODELS_DIR") {
         Some(d) => PathBuf::from(d),
-        None => PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/strata/models"),
+        None => PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
+            .join(".cache/strata/models"),
     }
 }
 
 /// Path of a real model; panics with instructions when it is missing.
 pub fn model_path(name: &str) -> PathBuf {
-    let file = MODELS.iter().find(|(n, _)| *n == name).expect("known model").1;
+    let file = MODELS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .expect("known model")
+        .1;
     let p = models_dir().join(file);
-    assert!(p.exists(), "{} is missing: run `strata pull {name}` (or .ci/run) first", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: run `strata pull {name}` (or .ci/run) first",
+        p.display()
+    );
     p
 }
 
@@ -56,6 +68,14 @@ pub struct GreedyCase {
     pub steps: Vec<TopK>,
 }
 
+/// llama.cpp batched against llama.cpp one token at a time on the same text.
+#[derive(Deserialize)]
+pub struct SelfConsistency {
+    pub same_top1: f64,
+    pub mean_kl: f64,
+    pub ppl_ratio: f64,
+}
+
 /// One file written by scripts/make_refs.py.
 #[derive(Deserialize)]
 pub struct Reference {
@@ -65,6 +85,7 @@ pub struct Reference {
     pub llama_cpp_python_version: String,
     pub script_sha256: String,
     pub text_tokens: Vec<u32>,
+    pub self_consistency: SelfConsistency,
     pub teacher_forced: Vec<TeacherForcedRow>,
     pub greedy: Vec<GreedyCase>,
 }
