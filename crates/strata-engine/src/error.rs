@@ -14,7 +14,9 @@ pub enum EngineError {
     Tokenizer(#[from] crate::tokenizer::TokenizerError),
     #[error("chat template: {0}")]
     ChatTemplate(#[from] crate::chat_template::ChatTemplateError),
-    #[error("architecture '{0}' is not supported (supported: llama, qwen2, qwen3, gemma3, qwen3moe)")]
+    #[error(
+        "architecture '{0}' is not supported (supported: llama, qwen2, qwen3, gemma3, qwen3moe)"
+    )]
     UnsupportedArch(String),
     #[error("tensor '{0}' is missing from the model file")]
     MissingTensor(String),

@@ -12,9 +12,9 @@ use crate::ops::activation::{geglu_tanh, swiglu};
 use crate::ops::add_in_place;
 use crate::ops::attention::{attention, AttnShape};
 use crate::ops::linear::matmul;
+use crate::ops::moe::moe_ffn;
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_in_place};
 use crate::session::Workspace;
-use crate::ops::moe::moe_ffn;
 use crate::weights::{Ffn, LayerWeights, Weights};
 
 /// Runs `tokens` (one batch, positions `pos0..pos0+T`) through every layer and writes

@@ -3,7 +3,8 @@
 //!
 //! As in ggml's CPU backend (`ggml_compute_forward_mul_mat`), activations are quantized once
 //! to the weight type's `vec_dot_type` (Q8_0, Q8_1 or Q8_K) and every output is an integer
-//! block dot product; plain float weights (F32/F16/BF16) take an f32 dot. Quantized copies
+//! block dot product; plain float weights (F32/F16/BF16) take an f32 dot, F16 after rounding
+//! the activations to f16 (F16's `vec_dot_type` in ggml is F16). Quantized copies
 //! live in [`Activations`], so the q/k/v (or gate/up) projections of one input share them.
 
 use rayon::prelude::*;
@@ -48,6 +49,8 @@ pub struct Activations {
     cols: usize,
     /// (activation type, `[T][row_bytes]`) pairs that are valid for the current data.
     quantized: Vec<(GgmlType, Vec<u8>, bool)>,
+    /// The data rounded to f16 (ggml's `vec_dot_type` of F16 weights), if valid.
+    f16_rounded: (Vec<f32>, bool),
 }
 
 impl Activations {
@@ -71,6 +74,18 @@ impl Activations {
 
     fn invalidate(&mut self) {
         self.quantized.iter_mut().for_each(|q| q.2 = false);
+        self.f16_rounded.1 = false;
+    }
+
+    /// The data with every element rounded to f16, computed at most once per write.
+    fn rounded_f16(&mut self) -> &[f32] {
+        let (buf, valid) = &mut self.f16_rounded;
+        if !*valid {
+            buf.clear();
+            buf.extend(self.data.iter().map(|v| half::f16::from_f32(*v).to_f32()));
+            *valid = true;
+        }
+        &self.f16_rounded.0
     }
 
     /// The batch quantized to `ty`, computed at most once per write.
@@ -137,7 +152,12 @@ pub fn matmul(
                 })?;
         }
         None => {
-            let data = &x.data;
+            // ggml converts the activations of an F16 weight to f16 before the dot product.
+            let data = if w.ty == GgmlType::F16 {
+                x.rounded_f16()
+            } else {
+                &x.data
+            };
             y.par_chunks_mut(w.rows)
                 .enumerate()
                 .try_for_each(|(t, yt)| {

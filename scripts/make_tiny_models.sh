@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds the tiny random qwen3moe / qwen3next checkpoints and GGUFs into ~/.cache/strata/tiny
+# (see scripts/make_tiny_models.py). Installs the pinned torch/transformers into a venv under
+# ~/.cache/strata/pyenv-tiny on first use (~6 GB, a few minutes); later runs are no-ops unless
+# the script changed. Extra arguments go to make_tiny_models.py (e.g. --check).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/strata"
+venv="$cache/pyenv-tiny"
+req="scripts/requirements-tiny.txt"
+host_python="$(command -v python3)"
+
+if [[ ! -x "$venv/bin/python" ]] || ! cmp -s "$req" "$venv/requirements.txt"; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q -r "$req"
+  cp "$req" "$venv/requirements.txt"
+fi
+# convert_hf_to_gguf.py and gguf-py come from llama-cpp-python's source package.
+src="$cache/src/llama_cpp_python-0.3.36"
+if [[ ! -f "$src/vendor/llama.cpp/convert_hf_to_gguf.py" ]]; then
+  mkdir -p "$cache/src"
+  python3 -m pip download -q --no-deps --no-binary :all: -d "$cache/src" llama-cpp-python==0.3.36
+  tar -xzf "$cache/src/llama_cpp_python-0.3.36.tar.gz" -C "$cache/src"
+fi
+export STRATA_LLAMA_CPP_SRC="$src/vendor/llama.cpp"
+# llama.cpp (llama-cpp-python 0.3.36, with its source tree for convert_hf_to_gguf.py) comes from
+# the host Python, which also quantizes when llama-quantize is not on PATH.
+# A fresh machine builds it from source (~7 min on 2 cores).
+if ! "$host_python" -c 'import llama_cpp' 2>/dev/null; then
+  CMAKE_BUILD_PARALLEL_LEVEL=2 \
+  CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_CURL=OFF" \
+    "$host_python" -m pip install -q llama-cpp-python==0.3.36
+fi
+exec "$venv/bin/python" scripts/make_tiny_models.py --quant-python "$host_python" "$@"
