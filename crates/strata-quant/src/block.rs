@@ -85,7 +85,7 @@ pub trait VecDot: Block {
 #[inline]
 pub fn cast_blocks<B: Block>(bytes: &[u8]) -> Option<&[B]> {
     let size = std::mem::size_of::<B>();
-    if bytes.len() % size != 0 {
+    if !bytes.len().is_multiple_of(size) {
         return None;
     }
     // SAFETY: `Block`'s contract makes B alignment 1, padding-free and valid for every bit
@@ -99,7 +99,7 @@ pub fn cast_blocks<B: Block>(bytes: &[u8]) -> Option<&[B]> {
 #[inline]
 pub fn cast_blocks_mut<B: Block>(bytes: &mut [u8]) -> Option<&mut [B]> {
     let size = std::mem::size_of::<B>();
-    if bytes.len() % size != 0 {
+    if !bytes.len().is_multiple_of(size) {
         return None;
     }
     // SAFETY: as in `cast_blocks`; the exclusive borrow of `bytes` becomes the exclusive borrow

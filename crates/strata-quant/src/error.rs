@@ -4,6 +4,8 @@ use std::fmt;
 
 use strata_gguf::GgmlType;
 
+use crate::Isa;
+
 /// An operation of this crate, named in [`QuantError::Unsupported`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
@@ -62,5 +64,11 @@ pub enum QuantError {
         ty: GgmlType,
         /// The operation that was asked for.
         op: Op,
+    },
+    /// A `*_on` call named an instruction set this CPU does not have ([`Isa::is_available`]).
+    #[error("the {isa} kernels need CPU features this machine lacks; use Isa::best()")]
+    IsaUnavailable {
+        /// The instruction set that was asked for.
+        isa: Isa,
     },
 }

@@ -11,6 +11,11 @@
 //! (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, F16, BF16) and to ggml's `quantize_row_*_ref` (Q4_K, Q5_K,
 //! Q6_K, Q8_K, Q8_1).
 //!
+//! [`vec_dot`], [`quantize`] (for the activation formats) and [`dot_f32`] (for F32, F16, BF16)
+//! run SIMD kernels chosen once at run time ([`Isa::best`]); the `*_on` variants run a named
+//! [`Isa`]. The SIMD paths equal the scalar references up to f32 summation order, and their
+//! quantizers are bit-identical to them (tests/simd.rs).
+//!
 //! ```
 //! use strata_quant::{dequantize, dot_f32, quantize, GgmlType};
 //!
@@ -28,6 +33,7 @@
 #![warn(missing_docs)]
 
 mod block;
+mod dispatch;
 mod dot;
 mod error;
 mod float;
@@ -45,6 +51,7 @@ mod q8_k;
 pub use block::{
     blocks_as_bytes, cast_blocks, cast_blocks_mut, f16_to_f32, f32_to_f16, Block, FromFloat, VecDot,
 };
+pub use dispatch::{Isa, ISA_ENV};
 pub use dot::{dot_f32_blocks, dot_f32_f32};
 pub use error::{Op, QuantError};
 pub use float::f32_to_bf16;
@@ -60,6 +67,7 @@ pub use legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_
 pub use q8_k::BlockQ8_K;
 pub use strata_gguf::GgmlType;
 
+use dispatch::Supported;
 use float::{BF16, F16, F32};
 
 /// Runs `$body` with `$B` bound to the block struct of `$ty`, for every block type in `[...]`;
@@ -139,7 +147,7 @@ pub fn vec_dot_type(ty: GgmlType) -> Option<GgmlType> {
 /// Bytes of a row of `n` elements of `ty`, checking that `n` is a whole number of blocks.
 fn row_bytes(ty: GgmlType, n: usize) -> Result<usize, QuantError> {
     let block_size = ty.block_size();
-    if n % block_size != 0 {
+    if !n.is_multiple_of(block_size) {
         return Err(QuantError::PartialBlock {
             ty,
             elements: n,
@@ -211,6 +219,23 @@ pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Quant
 /// [`QuantError::Unsupported`] when `!supports_quantize(ty)`, [`QuantError::PartialBlock`] or
 /// [`QuantError::LengthMismatch`] for inconsistent lengths (nothing is written then).
 pub fn quantize(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
+    quantize_with(Supported::best(), ty, src, dst)
+}
+
+/// [`quantize`] on the kernels of `isa` (bit-identical on every path).
+///
+/// # Errors
+/// As [`quantize`], and [`QuantError::IsaUnavailable`] when this CPU lacks `isa`.
+pub fn quantize_on(isa: Isa, ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
+    quantize_with(Supported::check(isa)?, ty, src, dst)
+}
+
+fn quantize_with(
+    cpu: Supported,
+    ty: GgmlType,
+    src: &[f32],
+    dst: &mut [u8],
+) -> Result<(), QuantError> {
     if !supports_quantize(ty) {
         return Err(QuantError::Unsupported {
             ty,
@@ -223,6 +248,9 @@ pub fn quantize(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantEr
         row_bytes(ty, src.len())?,
         dst.len(),
     )?;
+    if dispatch::quantize(cpu, ty, src, dst) {
+        return Ok(());
+    }
     match ty {
         GgmlType::F32 => float::encode::<F32, 4>(src, dst),
         GgmlType::F16 => float::encode::<F16, 2>(src, dst),
@@ -243,6 +271,18 @@ pub fn quantize(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantEr
 /// # Errors
 /// As [`dequantize`], with [`Op::DotF32`].
 pub fn dot_f32(ty: GgmlType, row: &[u8], x: &[f32]) -> Result<f32, QuantError> {
+    dot_f32_with(Supported::best(), ty, row, x)
+}
+
+/// [`dot_f32`] on the kernels of `isa`.
+///
+/// # Errors
+/// As [`dot_f32`], and [`QuantError::IsaUnavailable`] when this CPU lacks `isa`.
+pub fn dot_f32_on(isa: Isa, ty: GgmlType, row: &[u8], x: &[f32]) -> Result<f32, QuantError> {
+    dot_f32_with(Supported::check(isa)?, ty, row, x)
+}
+
+fn dot_f32_with(cpu: Supported, ty: GgmlType, row: &[u8], x: &[f32]) -> Result<f32, QuantError> {
     if !supports_dequantize(ty) {
         return Err(QuantError::Unsupported { ty, op: Op::DotF32 });
     }
@@ -252,6 +292,9 @@ pub fn dot_f32(ty: GgmlType, row: &[u8], x: &[f32]) -> Result<f32, QuantError> {
         row_bytes(ty, x.len())?,
         row.len(),
     )?;
+    if let Some(dot) = dispatch::dot_f32(cpu, ty, row, x) {
+        return Ok(dot);
+    }
     Ok(match ty {
         GgmlType::F32 => float::dot::<F32, 4>(row, x),
         GgmlType::F16 => float::dot::<F16, 2>(row, x),
@@ -280,15 +323,34 @@ pub fn dot_f32(ty: GgmlType, row: &[u8], x: &[f32]) -> Result<f32, QuantError> {
 /// # Ok::<(), strata_quant::QuantError>(())
 /// ```
 ///
+/// `act` must come from [`quantize`] (any path): the SIMD kernels rely on its quants lying in
+/// -127..=127 and on Q8_K's block sums matching its quants.
+///
 /// # Errors
 /// [`QuantError::Unsupported`] when `vec_dot_type(ty)` is `None`,
 /// [`QuantError::LengthMismatch`] for inconsistent lengths.
+#[inline]
 pub fn vec_dot(ty: GgmlType, row: &[u8], act: &[u8]) -> Result<f32, QuantError> {
+    vec_dot_with(Supported::best(), ty, row, act)
+}
+
+/// [`vec_dot`] on the kernels of `isa`.
+///
+/// # Errors
+/// As [`vec_dot`], and [`QuantError::IsaUnavailable`] when this CPU lacks `isa`.
+pub fn vec_dot_on(isa: Isa, ty: GgmlType, row: &[u8], act: &[u8]) -> Result<f32, QuantError> {
+    vec_dot_with(Supported::check(isa)?, ty, row, act)
+}
+
+fn vec_dot_with(cpu: Supported, ty: GgmlType, row: &[u8], act: &[u8]) -> Result<f32, QuantError> {
     each_vec_dot!(ty, B => {
         type A = <B as VecDot>::VecDotType;
         let n_blocks = row.len() / ty.type_size();
         check_len(ty, "quantized row (bytes)", n_blocks * ty.type_size(), row.len())?;
         check_len(A::TYPE, "activation row (bytes)", n_blocks * A::TYPE.type_size(), act.len())?;
+        if let Some(dot) = dispatch::vec_dot(cpu, ty, row, act) {
+            return Ok(dot);
+        }
         Ok(B::vec_dot(blocks::<B>(row), blocks::<A>(act)))
     }, _ => Err(QuantError::Unsupported { ty, op: Op::VecDot }))
 }

@@ -1,13 +1,16 @@
 //! Dot products of quantized rows: against an f32 vector ([`dot_f32_blocks`]) and against a
 //! quantized activation row (the [`VecDot`](crate::VecDot) impls in the submodules).
 //!
-//! The kernels here are the scalar references. SIMD versions will sit beside them as
-//! `avx2.rs` / `avx512.rs` / `neon.rs`, selected at run time inside each `VecDot::vec_dot` impl,
-//! and be tested against these.
+//! The kernels here are the scalar references. The SIMD versions sit beside them in `x86/`
+//! (AVX2, AVX-VNNI, AVX-512), chosen at run time by [`crate::dispatch`] over the byte-row API
+//! (`vec_dot`, `quantize`, `dot_f32`); the `VecDot` trait impls stay scalar, and tests/simd.rs
+//! compares every path against them.
 
 mod iq;
 mod k_quants;
 mod legacy;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
 
 use crate::block::Block;
 

@@ -1,0 +1,207 @@
+//! Run-time choice of the kernel instruction set: one binary, built for baseline x86-64, runs
+//! the best kernels the CPU has.
+//!
+//! [`Isa::best`] probes the CPU once (`is_x86_feature_detected!`) and caches the answer; the
+//! public entry points ([`crate::vec_dot`], [`crate::quantize`], [`crate::dot_f32`]) use it, and
+//! the `*_on` variants ([`crate::vec_dot_on`] …) run one named path, for tests and benchmarks.
+//! A type without a kernel on the chosen path runs the scalar reference.
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use strata_gguf::GgmlType;
+
+use crate::QuantError;
+
+/// An instruction-set path of the kernels, from slowest to fastest.
+///
+/// ```
+/// use strata_quant::Isa;
+///
+/// assert!(Isa::Scalar.is_available());
+/// let best = Isa::best();
+/// assert!(best.is_available());
+/// assert_eq!(Isa::from_name(best.name()), Some(best));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Isa {
+    /// Portable Rust: the reference kernels, on every CPU.
+    Scalar,
+    /// AVX2 + FMA + F16C, 256-bit (x86-64 since Haswell and Zen 1).
+    Avx2,
+    /// AVX2 with AVX-VNNI's integer dot instructions (Alder Lake, Zen 5).
+    AvxVnni,
+    /// AVX-512 F, BW, VL and VNNI with the AVX2 set (Ice Lake, Zen 4 and later).
+    Avx512,
+}
+
+/// Environment variable that caps [`Isa::best`] (`scalar`, `avx2`, `avxvnni`, `avx512`), for
+/// comparing paths end to end. Unknown values are ignored.
+pub const ISA_ENV: &str = "STRATA_ISA";
+
+impl Isa {
+    /// Every path, slowest first.
+    pub const ALL: [Isa; 4] = [Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512];
+
+    /// The lower-case name used by [`ISA_ENV`] and in benchmark ids.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "scalar",
+            Isa::Avx2 => "avx2",
+            Isa::AvxVnni => "avxvnni",
+            Isa::Avx512 => "avx512",
+        }
+    }
+
+    /// The path called `name` (as [`Isa::name`] spells it), if any.
+    pub fn from_name(name: &str) -> Option<Isa> {
+        Isa::ALL.into_iter().find(|isa| isa.name() == name)
+    }
+
+    /// Whether this CPU has every feature the path needs.
+    pub fn is_available(self) -> bool {
+        detect(self)
+    }
+
+    /// The fastest available path, at most the one named by [`ISA_ENV`] if that is set; probed
+    /// once per process.
+    pub fn best() -> Isa {
+        static BEST: OnceLock<Isa> = OnceLock::new();
+        *BEST.get_or_init(|| {
+            let cap = std::env::var(ISA_ENV)
+                .ok()
+                .and_then(|v| Isa::from_name(v.trim()));
+            Isa::ALL
+                .into_iter()
+                .rev()
+                .filter(|isa| cap.is_none_or(|cap| *isa <= cap))
+                .find(|isa| isa.is_available())
+                .unwrap_or(Isa::Scalar)
+        })
+    }
+}
+
+impl fmt::Display for Isa {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect(isa: Isa) -> bool {
+    let avx2 = || {
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+    };
+    match isa {
+        Isa::Scalar => true,
+        Isa::Avx2 => avx2(),
+        Isa::AvxVnni => avx2() && is_x86_feature_detected!("avxvnni"),
+        Isa::Avx512 => {
+            avx2()
+                && is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vl")
+                && is_x86_feature_detected!("avx512vnni")
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detect(isa: Isa) -> bool {
+    isa == Isa::Scalar
+}
+
+/// An [`Isa`] this CPU supports: only [`Supported::best`] and [`Supported::check`] make one,
+/// so holding one is the proof the SIMD entry points below need.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Supported(Isa);
+
+impl Supported {
+    pub(crate) fn best() -> Self {
+        Supported(Isa::best())
+    }
+
+    pub(crate) fn check(isa: Isa) -> Result<Self, QuantError> {
+        if isa.is_available() {
+            Ok(Supported(isa))
+        } else {
+            Err(QuantError::IsaUnavailable { isa })
+        }
+    }
+}
+
+/// The SIMD `vec_dot` of `ty` on `cpu`'s path; `None` where only the scalar kernel exists.
+/// `row` and `act` hold the same whole number of blocks of `ty` and its `vec_dot_type`.
+#[inline]
+pub(crate) fn vec_dot(cpu: Supported, ty: GgmlType, row: &[u8], act: &[u8]) -> Option<f32> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::dot::x86;
+        // SAFETY: `Supported` holds only paths whose features `detect` found on this CPU, and
+        // each entry point enables exactly its path's features; the caller checked the lengths.
+        unsafe {
+            match cpu.0 {
+                Isa::Scalar => None,
+                Isa::Avx2 => x86::vec_dot_avx2(ty, row, act),
+                Isa::AvxVnni => x86::vec_dot_avxvnni(ty, row, act),
+                Isa::Avx512 => x86::vec_dot_avx512(ty, row, act),
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (cpu, ty, row, act);
+        None
+    }
+}
+
+/// The SIMD `quantize` into `ty` on `cpu`'s path; `false` (nothing written) where only the
+/// scalar quantizer exists. `dst` holds exactly the blocks of `src`.
+#[inline]
+pub(crate) fn quantize(cpu: Supported, ty: GgmlType, src: &[f32], dst: &mut [u8]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::dot::x86;
+        // SAFETY: as in `vec_dot`.
+        unsafe {
+            match cpu.0 {
+                Isa::Scalar => false,
+                Isa::Avx2 => x86::quantize_avx2(ty, src, dst),
+                Isa::AvxVnni => x86::quantize_avxvnni(ty, src, dst),
+                Isa::Avx512 => x86::quantize_avx512(ty, src, dst),
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (cpu, ty, src, dst);
+        false
+    }
+}
+
+/// The SIMD `dot_f32` of a `ty` row on `cpu`'s path; `None` where only the scalar kernel
+/// exists. `row` holds exactly `x.len()` elements of `ty`.
+#[inline]
+pub(crate) fn dot_f32(cpu: Supported, ty: GgmlType, row: &[u8], x: &[f32]) -> Option<f32> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::dot::x86;
+        // SAFETY: as in `vec_dot`.
+        unsafe {
+            match cpu.0 {
+                Isa::Scalar => None,
+                Isa::Avx2 => x86::dot_f32_avx2(ty, row, x),
+                Isa::AvxVnni => x86::dot_f32_avxvnni(ty, row, x),
+                Isa::Avx512 => x86::dot_f32_avx512(ty, row, x),
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (cpu, ty, row, x);
+        None
+    }
+}

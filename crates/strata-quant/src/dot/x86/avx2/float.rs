@@ -1,0 +1,101 @@
+//! AVX2 + FMA `dot_f32` of F32, F16 (F16C conversion) and BF16 rows: four 8-lane accumulators
+//! over 32 elements a step, then 8 at a time, then a scalar tail. Conversions are exact, so only
+//! the summation order differs from the scalar reference.
+
+use std::arch::x86_64::*;
+
+use super::super::hsum_ps;
+use crate::block::f16_to_f32;
+
+/// A little-endian float row: 8 elements at a time as f32 lanes, or one.
+trait Row {
+    unsafe fn load8(&self, i: usize) -> __m256;
+    fn get(&self, i: usize) -> f32;
+}
+
+struct F32Row<'a>(&'a [u8]);
+struct F16Row<'a>(&'a [u8]);
+struct BF16Row<'a>(&'a [u8]);
+
+impl Row for F32Row<'_> {
+    #[inline(always)]
+    unsafe fn load8(&self, i: usize) -> __m256 {
+        _mm256_loadu_ps(self.0.as_ptr().add(4 * i).cast())
+    }
+    #[inline(always)]
+    fn get(&self, i: usize) -> f32 {
+        f32::from_le_bytes(self.0[4 * i..4 * i + 4].try_into().unwrap())
+    }
+}
+
+impl Row for F16Row<'_> {
+    #[inline(always)]
+    unsafe fn load8(&self, i: usize) -> __m256 {
+        _mm256_cvtph_ps(_mm_loadu_si128(self.0.as_ptr().add(2 * i).cast()))
+    }
+    #[inline(always)]
+    fn get(&self, i: usize) -> f32 {
+        f16_to_f32(u16::from_le_bytes([self.0[2 * i], self.0[2 * i + 1]]))
+    }
+}
+
+impl Row for BF16Row<'_> {
+    #[inline(always)]
+    unsafe fn load8(&self, i: usize) -> __m256 {
+        let h = _mm256_cvtepu16_epi32(_mm_loadu_si128(self.0.as_ptr().add(2 * i).cast()));
+        _mm256_castsi256_ps(_mm256_slli_epi32(h, 16))
+    }
+    #[inline(always)]
+    fn get(&self, i: usize) -> f32 {
+        f32::from_bits((u16::from_le_bytes([self.0[2 * i], self.0[2 * i + 1]]) as u32) << 16)
+    }
+}
+
+/// `Σ row[i] · x[i]`; the row holds `x.len()` elements.
+#[inline(always)]
+unsafe fn dot<R: Row>(row: R, x: &[f32]) -> f32 {
+    let (n, xp) = (x.len(), x.as_ptr());
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut i = 0;
+    while i + 32 <= n {
+        for (k, acc) in acc.iter_mut().enumerate() {
+            let at = i + 8 * k;
+            *acc = _mm256_fmadd_ps(row.load8(at), _mm256_loadu_ps(xp.add(at)), *acc);
+        }
+        i += 32;
+    }
+    while i + 8 <= n {
+        acc[0] = _mm256_fmadd_ps(row.load8(i), _mm256_loadu_ps(xp.add(i)), acc[0]);
+        i += 8;
+    }
+    let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    let mut total = hsum_ps(sum);
+    for (j, &xj) in x.iter().enumerate().skip(i) {
+        total += row.get(j) * xj;
+    }
+    total
+}
+
+/// # Safety
+/// AVX2 and FMA are available; `row.len() == 4 * x.len()`.
+#[inline(always)]
+pub(crate) unsafe fn f32(row: &[u8], x: &[f32]) -> f32 {
+    assert_eq!(row.len(), 4 * x.len(), "F32 dot_f32 lengths");
+    dot(F32Row(row), x)
+}
+
+/// # Safety
+/// AVX2, FMA and F16C are available; `row.len() == 2 * x.len()`.
+#[inline(always)]
+pub(crate) unsafe fn f16(row: &[u8], x: &[f32]) -> f32 {
+    assert_eq!(row.len(), 2 * x.len(), "F16 dot_f32 lengths");
+    dot(F16Row(row), x)
+}
+
+/// # Safety
+/// AVX2 and FMA are available; `row.len() == 2 * x.len()`.
+#[inline(always)]
+pub(crate) unsafe fn bf16(row: &[u8], x: &[f32]) -> f32 {
+    assert_eq!(row.len(), 2 * x.len(), "BF16 dot_f32 lengths");
+    dot(BF16Row(row), x)
+}

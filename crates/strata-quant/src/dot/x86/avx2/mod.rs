@@ -1,0 +1,71 @@
+//! The AVX2 kernels (256-bit), generic over the integer-dot instruction ([`IntDot`]): plain AVX2
+//! and both VNNI flavours share this code.
+
+mod float;
+mod iq;
+pub(super) mod k_quants;
+pub(super) mod legacy;
+mod quantize;
+
+use strata_gguf::GgmlType;
+
+use super::IntDot;
+use crate::block::{cast_blocks, cast_blocks_mut, Block};
+
+/// Views a length-checked byte row as blocks.
+#[inline(always)]
+pub(super) fn blocks<B: Block>(bytes: &[u8]) -> &[B] {
+    cast_blocks(bytes).expect("row length checked against the block size")
+}
+
+/// `vec_dot` for the types with an AVX2 kernel.
+///
+/// # Safety
+/// AVX2, FMA, F16C and `M`'s instructions are available; lengths as in `entry_points!`.
+#[inline(always)]
+pub(super) unsafe fn vec_dot<M: IntDot>(ty: GgmlType, row: &[u8], act: &[u8]) -> Option<f32> {
+    use GgmlType as T;
+    Some(match ty {
+        T::Q4_0 => legacy::q4_0::<M>(blocks(row), blocks(act)),
+        T::Q4_1 => legacy::q4_1::<M>(blocks(row), blocks(act)),
+        T::Q5_0 => legacy::q5_0::<M>(blocks(row), blocks(act)),
+        T::Q5_1 => legacy::q5_1::<M>(blocks(row), blocks(act)),
+        T::Q8_0 => legacy::q8_0::<M>(blocks(row), blocks(act)),
+        T::IQ4_NL => legacy::iq4_nl::<M>(blocks(row), blocks(act)),
+        T::Q4_K => k_quants::q4_k::<M>(blocks(row), blocks(act)),
+        T::Q5_K => k_quants::q5_k::<M>(blocks(row), blocks(act)),
+        T::Q6_K => k_quants::q6_k::<M>(blocks(row), blocks(act)),
+        T::IQ4_XS => iq::iq4_xs::<M>(blocks(row), blocks(act)),
+        _ => return None,
+    })
+}
+
+/// `quantize` for the activation formats Q8_0, Q8_1 and Q8_K.
+///
+/// # Safety
+/// AVX2, FMA and F16C are available; lengths as in `entry_points!`.
+#[inline(always)]
+pub(super) unsafe fn quantize(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> bool {
+    const CHECKED: &str = "row length checked against the block size";
+    match ty {
+        GgmlType::Q8_0 => quantize::q8_0(src, cast_blocks_mut(dst).expect(CHECKED)),
+        GgmlType::Q8_1 => quantize::q8_1(src, cast_blocks_mut(dst).expect(CHECKED)),
+        GgmlType::Q8_K => quantize::q8_k(src, cast_blocks_mut(dst).expect(CHECKED)),
+        _ => return false,
+    }
+    true
+}
+
+/// `dot_f32` for F32, F16 and BF16 rows.
+///
+/// # Safety
+/// AVX2, FMA and F16C are available; lengths as in `entry_points!`.
+#[inline(always)]
+pub(super) unsafe fn dot_f32(ty: GgmlType, row: &[u8], x: &[f32]) -> Option<f32> {
+    Some(match ty {
+        GgmlType::F32 => float::f32(row, x),
+        GgmlType::F16 => float::f16(row, x),
+        GgmlType::BF16 => float::bf16(row, x),
+        _ => return None,
+    })
+}

@@ -1,0 +1,222 @@
+//! AVX-512 VNNI `vec_dot` of the 32-element formats: two blocks per 512-bit register. Signed
+//! weights are offset to unsigned (`x + off`, off = 8, 16 or 128) so one `vpdpbusd` gives
+//! `Σ (x + off) y`, and a second one with the constant `off` gives `off Σ y` to subtract: exact
+//! i32 sums per block, in lanes 0..8 (first block) and 8..16 (second). An odd last block runs the
+//! 256-bit kernel.
+
+use std::arch::x86_64::*;
+
+use super::super::avx2::legacy as avx2;
+use super::super::{block_ptr, Avx512Vnni};
+use crate::iq4::BlockIQ4_NL;
+use crate::iq_tables::KVALUES_IQ4NL;
+use crate::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
+
+/// 32 bytes at `a` then 32 at `b`.
+#[inline(always)]
+unsafe fn load_pair<T>(a: *const T, b: *const T) -> __m512i {
+    let lo = _mm512_castsi256_si512(_mm256_loadu_si256(a.cast()));
+    _mm512_inserti64x4::<1>(lo, _mm256_loadu_si256(b.cast()))
+}
+
+/// The nibbles of two legacy blocks in element order: block `a` in bytes 0..32, `b` in 32..64.
+#[inline(always)]
+unsafe fn nibbles_pair(a: &[u8; 16], b: &[u8; 16]) -> __m512i {
+    let q = _mm256_castsi128_si256(_mm_loadu_si128(a.as_ptr().cast()));
+    let q = _mm256_inserti128_si256::<1>(q, _mm_loadu_si128(b.as_ptr().cast()));
+    // [a, b, a >> 4, b >> 4] in 128-bit lanes, reordered to [a, a >> 4, b, b >> 4].
+    let both = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q), _mm256_srli_epi16::<4>(q));
+    let ordered = _mm512_shuffle_i64x2::<0b11_01_10_00>(both, both);
+    _mm512_and_si512(ordered, _mm512_set1_epi8(0x0f))
+}
+
+/// The 5th bits of two Q5 blocks as a byte mask in the order of [`nibbles_pair`].
+#[inline(always)]
+fn high_bits_pair(a: [u8; 4], b: [u8; 4]) -> __mmask64 {
+    u32::from_le_bytes(a) as u64 | (u32::from_le_bytes(b) as u64) << 32
+}
+
+/// Lane 0: `d_a`-products, lane 1: `d_b`-products of the first f16 fields of two weight and two
+/// activation blocks; lanes 2, 3: the same for the second fields (`m · s` for Q4_1/Q5_1).
+#[inline(always)]
+unsafe fn pair_scales<X, Y>(xa: &X, xb: &X, ya: &Y, yb: &Y) -> __m128 {
+    let first8 = |p: *const u8| p.cast::<__m128i>();
+    let hx = _mm_unpacklo_epi16(
+        _mm_loadl_epi64(first8(block_ptr(xa))),
+        _mm_loadl_epi64(first8(block_ptr(xb))),
+    );
+    let hy = _mm_unpacklo_epi16(
+        _mm_loadl_epi64(first8(block_ptr(ya))),
+        _mm_loadl_epi64(first8(block_ptr(yb))),
+    );
+    _mm_mul_ps(_mm_cvtph_ps(hx), _mm_cvtph_ps(hy))
+}
+
+/// Lanes 0..8 = lane 0 of `s`, lanes 8..16 = lane 1.
+#[inline(always)]
+unsafe fn spread_pair(s: __m128) -> __m512 {
+    let idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(s))
+}
+
+/// A signed format as unsigned bytes `x + OFFSET`, two blocks at a time.
+trait Offset: Sized {
+    const OFFSET: i8;
+    unsafe fn biased_pair(a: &Self, b: &Self) -> __m512i;
+}
+
+impl Offset for BlockQ4_0 {
+    const OFFSET: i8 = 8;
+    #[inline(always)]
+    unsafe fn biased_pair(a: &Self, b: &Self) -> __m512i {
+        nibbles_pair(&a.qs, &b.qs)
+    }
+}
+
+impl Offset for BlockQ5_0 {
+    const OFFSET: i8 = 16;
+    #[inline(always)]
+    unsafe fn biased_pair(a: &Self, b: &Self) -> __m512i {
+        let nib = nibbles_pair(&a.qs, &b.qs);
+        let high = high_bits_pair(a.qh, b.qh);
+        _mm512_mask_add_epi8(nib, high, nib, _mm512_set1_epi8(0x10))
+    }
+}
+
+impl Offset for BlockQ8_0 {
+    const OFFSET: i8 = -128;
+    #[inline(always)]
+    unsafe fn biased_pair(a: &Self, b: &Self) -> __m512i {
+        _mm512_xor_si512(
+            load_pair(a.qs.as_ptr(), b.qs.as_ptr()),
+            _mm512_set1_epi8(-128),
+        )
+    }
+}
+
+impl Offset for BlockIQ4_NL {
+    const OFFSET: i8 = -128;
+    #[inline(always)]
+    unsafe fn biased_pair(a: &Self, b: &Self) -> __m512i {
+        let table = _mm_xor_si128(
+            _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()),
+            _mm_set1_epi8(-128),
+        );
+        _mm512_shuffle_epi8(_mm512_broadcast_i32x4(table), nibbles_pair(&a.qs, &b.qs))
+    }
+}
+
+/// `acc + [d_a ×8 | d_b ×8] · Σ x y` for two signed blocks.
+#[inline(always)]
+unsafe fn signed_pair<X: Offset>(
+    xa: &X,
+    xb: &X,
+    ya: &BlockQ8_0,
+    yb: &BlockQ8_0,
+    acc: __m512,
+) -> __m512 {
+    let y = load_pair(ya.qs.as_ptr(), yb.qs.as_ptr());
+    let biased = _mm512_dpbusd_epi32(_mm512_setzero_si512(), X::biased_pair(xa, xb), y);
+    // OFFSET as a u8 (128 for -128).
+    let offset = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(X::OFFSET), y);
+    let sum = _mm512_sub_epi32(biased, offset);
+    let d = spread_pair(pair_scales(xa, xb, ya, yb));
+    _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sum), acc)
+}
+
+/// Σ over an even number of blocks.
+#[inline(always)]
+unsafe fn symmetric<X: Offset>(x: &[X], y: &[BlockQ8_0]) -> f32 {
+    let (mut acc0, mut acc1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+    let (xs, ys) = (x.chunks_exact(4), y.chunks_exact(4));
+    let (x_rest, y_rest) = (xs.remainder(), ys.remainder());
+    for (x, y) in xs.zip(ys) {
+        acc0 = signed_pair(&x[0], &x[1], &y[0], &y[1], acc0);
+        acc1 = signed_pair(&x[2], &x[3], &y[2], &y[3], acc1);
+    }
+    if x_rest.len() == 2 {
+        acc0 = signed_pair(&x_rest[0], &x_rest[1], &y_rest[0], &y_rest[1], acc0);
+    }
+    _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1))
+}
+
+/// Q4_1 and Q5_1: unsigned quants, two blocks at a time.
+trait Affine: Sized {
+    unsafe fn quants_pair(a: &Self, b: &Self) -> __m512i;
+}
+
+impl Affine for BlockQ4_1 {
+    #[inline(always)]
+    unsafe fn quants_pair(a: &Self, b: &Self) -> __m512i {
+        nibbles_pair(&a.qs, &b.qs)
+    }
+}
+
+impl Affine for BlockQ5_1 {
+    #[inline(always)]
+    unsafe fn quants_pair(a: &Self, b: &Self) -> __m512i {
+        let nib = nibbles_pair(&a.qs, &b.qs);
+        _mm512_mask_add_epi8(nib, high_bits_pair(a.qh, b.qh), nib, _mm512_set1_epi8(0x10))
+    }
+}
+
+#[inline(always)]
+unsafe fn affine_pair<X: Affine>(
+    xa: &X,
+    xb: &X,
+    ya: &BlockQ8_1,
+    yb: &BlockQ8_1,
+    acc: __m512,
+    acc_m: __m128,
+) -> (__m512, __m128) {
+    let y = load_pair(ya.qs.as_ptr(), yb.qs.as_ptr());
+    let sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), X::quants_pair(xa, xb), y);
+    // Lanes 0, 1: d_x d_y of the two blocks; lanes 2, 3: m_x s_y.
+    let scales = pair_scales(xa, xb, ya, yb);
+    let acc = _mm512_fmadd_ps(spread_pair(scales), _mm512_cvtepi32_ps(sum), acc);
+    (acc, _mm_add_ps(acc_m, scales))
+}
+
+/// Σ over an even number of blocks.
+#[inline(always)]
+unsafe fn affine<X: Affine>(x: &[X], y: &[BlockQ8_1]) -> f32 {
+    let (mut acc0, mut acc1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+    let (mut mins0, mut mins1) = (_mm_setzero_ps(), _mm_setzero_ps());
+    let (xs, ys) = (x.chunks_exact(4), y.chunks_exact(4));
+    let (x_rest, y_rest) = (xs.remainder(), ys.remainder());
+    for (x, y) in xs.zip(ys) {
+        (acc0, mins0) = affine_pair(&x[0], &x[1], &y[0], &y[1], acc0, mins0);
+        (acc1, mins1) = affine_pair(&x[2], &x[3], &y[2], &y[3], acc1, mins1);
+    }
+    if x_rest.len() == 2 {
+        (acc0, mins0) = affine_pair(&x_rest[0], &x_rest[1], &y_rest[0], &y_rest[1], acc0, mins0);
+    }
+    let mins = _mm_add_ps(mins0, mins1);
+    let mins = _mm_add_ss(
+        _mm_movehl_ps(mins, mins),
+        _mm_movehdup_ps(_mm_movehl_ps(mins, mins)),
+    );
+    _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + _mm_cvtss_f32(mins)
+}
+
+macro_rules! kernels {
+    ($($name:ident: $x:ty, $y:ty => $kind:ident;)*) => {$(
+        /// # Safety
+        /// AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C are available.
+        #[inline(always)]
+        pub(crate) unsafe fn $name(x: &[$x], y: &[$y]) -> f32 {
+            assert_eq!(x.len(), y.len(), "vec_dot block counts");
+            let even = x.len() / 2 * 2;
+            $kind(&x[..even], &y[..even]) + avx2::$name::<Avx512Vnni>(&x[even..], &y[even..])
+        }
+    )*};
+}
+
+kernels! {
+    q4_0: BlockQ4_0, BlockQ8_0 => symmetric;
+    q5_0: BlockQ5_0, BlockQ8_0 => symmetric;
+    q8_0: BlockQ8_0, BlockQ8_0 => symmetric;
+    iq4_nl: BlockIQ4_NL, BlockQ8_0 => symmetric;
+    q4_1: BlockQ4_1, BlockQ8_1 => affine;
+    q5_1: BlockQ5_1, BlockQ8_1 => affine;
+}

@@ -1,0 +1,46 @@
+//! AVX-512 kernels (512-bit registers, VNNI): the formats where doubling the register width pays.
+//! Types without a kernel here fall back to the 256-bit AVX2 code compiled with AVX-512 VNNI.
+
+mod float;
+mod k_quants;
+mod legacy;
+
+use strata_gguf::GgmlType;
+
+use super::avx2::blocks;
+
+/// `vec_dot` for the types with a 512-bit kernel.
+///
+/// # Safety
+/// AVX-512 F, BW, VL and VNNI, FMA and F16C are available; lengths as in `entry_points!`.
+#[inline(always)]
+pub(super) unsafe fn vec_dot(ty: GgmlType, row: &[u8], act: &[u8]) -> Option<f32> {
+    use GgmlType as T;
+    Some(match ty {
+        T::Q4_0 => legacy::q4_0(blocks(row), blocks(act)),
+        T::Q4_1 => legacy::q4_1(blocks(row), blocks(act)),
+        T::Q5_0 => legacy::q5_0(blocks(row), blocks(act)),
+        T::Q5_1 => legacy::q5_1(blocks(row), blocks(act)),
+        T::Q8_0 => legacy::q8_0(blocks(row), blocks(act)),
+        T::IQ4_NL => legacy::iq4_nl(blocks(row), blocks(act)),
+        T::Q4_K => k_quants::q4_k(blocks(row), blocks(act)),
+        T::Q5_K => k_quants::q5_k(blocks(row), blocks(act)),
+        T::Q6_K => k_quants::q6_k(blocks(row), blocks(act)),
+        T::IQ4_XS => k_quants::iq4_xs(blocks(row), blocks(act)),
+        _ => return None,
+    })
+}
+
+/// `dot_f32` for F32, F16 and BF16 rows.
+///
+/// # Safety
+/// AVX-512 F is available; lengths as in `entry_points!`.
+#[inline(always)]
+pub(super) unsafe fn dot_f32(ty: GgmlType, row: &[u8], x: &[f32]) -> Option<f32> {
+    Some(match ty {
+        GgmlType::F32 => float::f32(row, x),
+        GgmlType::F16 => float::f16(row, x),
+        GgmlType::BF16 => float::bf16(row, x),
+        _ => return None,
+    })
+}

@@ -1,0 +1,215 @@
+//! x86-64 SIMD kernels: AVX2 (with AVX-VNNI or AVX-512 VNNI for the integer dots where present)
+//! and AVX-512. [`crate::dispatch`] picks one path per process; the scalar kernels in
+//! `dot/` are the references every path here is tested against (tests/simd.rs).
+//!
+//! Layout of the code: each kernel is an `#[inline(always)]` function generic over [`IntDot`]
+//! (how u8 × i8 and i16 × i16 products are accumulated), and the `#[target_feature]` entry points
+//! at the bottom of this file instantiate them once per instruction set, so every intrinsic is
+//! inlined into a function compiled for that set.
+
+mod avx2;
+mod avx512;
+
+use std::arch::x86_64::*;
+
+use strata_gguf::GgmlType;
+
+/// Accumulation of 8-bit and 16-bit integer products into i32 lanes, the inner operation of every
+/// quantized dot: AVX2's `vpmaddubsw` + `vpmaddwd`, or one VNNI instruction.
+pub(crate) trait IntDot {
+    /// `acc[i] + Σ_{k<4} a[4i+k] · b[4i+k]`, `a` unsigned, `b` signed bytes. Exact when every
+    /// pair sum `a·b + a'·b'` fits i16 (AVX2 saturates there): true for `a <= 128`, `|b| <= 127`.
+    unsafe fn dot_u8i8(acc: __m256i, a: __m256i, b: __m256i) -> __m256i;
+    /// `acc[i] + a[2i] · b[2i] + a[2i+1] · b[2i+1]` over i16 lanes.
+    unsafe fn madd_i16(acc: __m256i, a: __m256i, b: __m256i) -> __m256i;
+}
+
+/// AVX2 without VNNI.
+pub(crate) struct Madd;
+/// AVX-VNNI (VEX-encoded `vpdpbusd` / `vpdpwssd`).
+pub(crate) struct AvxVnni;
+/// AVX-512 VNNI on 256-bit registers (needs AVX512VL).
+pub(crate) struct Avx512Vnni;
+
+impl IntDot for Madd {
+    #[inline(always)]
+    unsafe fn dot_u8i8(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        let pairs = _mm256_maddubs_epi16(a, b);
+        _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+    }
+    #[inline(always)]
+    unsafe fn madd_i16(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        _mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
+    }
+}
+
+impl IntDot for AvxVnni {
+    #[inline(always)]
+    unsafe fn dot_u8i8(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        _mm256_dpbusd_avx_epi32(acc, a, b)
+    }
+    #[inline(always)]
+    unsafe fn madd_i16(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        _mm256_dpwssd_avx_epi32(acc, a, b)
+    }
+}
+
+impl IntDot for Avx512Vnni {
+    #[inline(always)]
+    unsafe fn dot_u8i8(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        _mm256_dpbusd_epi32(acc, a, b)
+    }
+    #[inline(always)]
+    unsafe fn madd_i16(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        _mm256_dpwssd_epi32(acc, a, b)
+    }
+}
+
+/// Σ of the 8 lanes.
+#[inline(always)]
+pub(crate) unsafe fn hsum_ps(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+/// Σ of the 4 lanes.
+#[inline(always)]
+pub(crate) unsafe fn hsum_ps128(s: __m128) -> f32 {
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+/// An f16 field as f32, exactly (`read_f16`), by integer bit operations: for fields too close
+/// to the end of a row for [`f16x4`].
+#[inline(always)]
+pub(crate) fn f16(bytes: [u8; 2]) -> f32 {
+    crate::block::f16_to_f32(u16::from_le_bytes(bytes))
+}
+
+/// The 4 halves at `p` as f32 lanes (F16C; exact): lane 0 is the half at `p`. `p` must have 8
+/// readable bytes. A whole 64-bit load on purpose: converting one lane lets LLVM insert the half
+/// into an arbitrary live register (`vpinsrw`), often an FMA accumulator, which chains every
+/// block onto the previous block's sum.
+#[inline(always)]
+pub(crate) unsafe fn f16x4(p: *const u8) -> __m128 {
+    _mm_cvtph_ps(_mm_loadl_epi64(p.cast()))
+}
+
+/// The first byte of a block (where most formats keep their f16 scale).
+#[inline(always)]
+pub(crate) fn block_ptr<T>(block: &T) -> *const u8 {
+    (block as *const T).cast()
+}
+
+/// 32 bytes from `p` (any alignment; the caller guarantees 32 readable bytes).
+#[inline(always)]
+pub(crate) unsafe fn load32<T>(p: *const T) -> __m256i {
+    _mm256_loadu_si256(p.cast())
+}
+
+/// The 32 nibbles of 16 bytes in ggml's legacy order: byte `j`'s low nibble in lane `j`, its
+/// high nibble in lane `j + 16`.
+#[inline(always)]
+pub(crate) unsafe fn nibbles32(qs: &[u8; 16]) -> __m256i {
+    let q = _mm_loadu_si128(qs.as_ptr().cast());
+    let both = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+    _mm256_and_si256(both, _mm256_set1_epi8(0x0f))
+}
+
+/// 32 bits (little-endian) as 32 bytes: 0xff where the bit is set, 0 elsewhere.
+#[inline(always)]
+pub(crate) unsafe fn bytes_from_bits(bits: [u8; 4]) -> __m256i {
+    let v = _mm256_set1_epi32(i32::from_le_bytes(bits));
+    // Lane j takes byte j / 8 of the word, then keeps only bit j % 8.
+    let spread = _mm256_shuffle_epi8(
+        v,
+        _mm256_set_epi64x(
+            0x0303_0303_0303_0303,
+            0x0202_0202_0202_0202,
+            0x0101_0101_0101_0101,
+            0,
+        ),
+    );
+    let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit)
+}
+
+/// `x · y` for signed bytes as (|x|, y · sign(x)), the operands `IntDot::dot_u8i8` takes.
+#[inline(always)]
+pub(crate) unsafe fn sign_split(x: __m256i, y: __m256i) -> (__m256i, __m256i) {
+    (_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x))
+}
+
+macro_rules! entry_points {
+    ($vec_dot:ident, $quantize:ident, $dot_f32:ident, $features:literal,
+     |$ty:ident, $row:ident, $act:ident| $vd:expr,
+     |$qty:ident, $src:ident, $dst:ident| $q:expr,
+     |$fty:ident, $frow:ident, $x:ident| $f:expr) => {
+        /// `vec_dot` on this path; `None` when the type has no kernel here.
+        ///
+        /// # Safety
+        /// The CPU supports every feature in the `target_feature` list; `row` and `act` hold the
+        /// same whole number of blocks of `ty` and `vec_dot_type(ty)`.
+        #[target_feature(enable = $features)]
+        pub(crate) unsafe fn $vec_dot($ty: GgmlType, $row: &[u8], $act: &[u8]) -> Option<f32> {
+            $vd
+        }
+
+        /// `quantize` on this path; `false` when the type has no kernel here (nothing written).
+        ///
+        /// # Safety
+        /// As for the `vec_dot` entry; `dst` holds exactly the blocks of `src`.
+        #[target_feature(enable = $features)]
+        pub(crate) unsafe fn $quantize($qty: GgmlType, $src: &[f32], $dst: &mut [u8]) -> bool {
+            $q
+        }
+
+        /// `dot_f32` on this path; `None` when the type has no kernel here.
+        ///
+        /// # Safety
+        /// As for the `vec_dot` entry; `row` holds exactly `x.len()` elements of `ty`.
+        #[target_feature(enable = $features)]
+        pub(crate) unsafe fn $dot_f32($fty: GgmlType, $frow: &[u8], $x: &[f32]) -> Option<f32> {
+            $f
+        }
+    };
+}
+
+entry_points!(
+    vec_dot_avx2,
+    quantize_avx2,
+    dot_f32_avx2,
+    "avx2,fma,f16c",
+    |ty, row, act| avx2::vec_dot::<Madd>(ty, row, act),
+    |ty, src, dst| avx2::quantize(ty, src, dst),
+    |ty, row, x| avx2::dot_f32(ty, row, x)
+);
+
+entry_points!(
+    vec_dot_avxvnni,
+    quantize_avxvnni,
+    dot_f32_avxvnni,
+    "avx2,fma,f16c,avxvnni",
+    |ty, row, act| avx2::vec_dot::<AvxVnni>(ty, row, act),
+    |ty, src, dst| avx2::quantize(ty, src, dst),
+    |ty, row, x| avx2::dot_f32(ty, row, x)
+);
+
+entry_points!(
+    vec_dot_avx512,
+    quantize_avx512,
+    dot_f32_avx512,
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    |ty, row, act| match avx512::vec_dot(ty, row, act) {
+        Some(v) => Some(v),
+        None => avx2::vec_dot::<Avx512Vnni>(ty, row, act),
+    },
+    |ty, src, dst| avx2::quantize(ty, src, dst),
+    |ty, row, x| match avx512::dot_f32(ty, row, x) {
+        Some(v) => Some(v),
+        None => avx2::dot_f32(ty, row, x),
+    }
+);
