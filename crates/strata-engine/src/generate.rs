@@ -153,8 +153,10 @@ pub fn generate_with(
     }
     stats.prompt_time = t0.elapsed();
 
-    let mut history: Vec<u32> = prompt.to_vec();
+    let mut history = Vec::with_capacity(session.n_ctx());
+    history.extend_from_slice(prompt);
     let mut decoder = model.tokenizer().stream_decoder();
+    let mut text = String::new();
     let t1 = Instant::now();
     stats.finish = loop {
         if stats.generated_tokens >= max_tokens {
@@ -166,7 +168,8 @@ pub fn generate_with(
         }
         stats.generated_tokens += 1;
         history.push(tok);
-        let text = decoder.push(tok);
+        text.clear();
+        decoder.push_into(tok, &mut text);
         if observer.on_token(tok, &text, session.logits()).is_break() {
             break FinishReason::Stopped;
         }

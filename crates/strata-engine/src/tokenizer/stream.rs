@@ -54,6 +54,14 @@ impl<'a> StreamDecoder<'a> {
     /// Adds `id` and returns the text that is now complete (often empty mid-character).
     /// An id outside the vocabulary adds nothing.
     pub fn push(&mut self, id: u32) -> String {
+        let mut out = String::new();
+        self.push_into(id, &mut out);
+        out
+    }
+
+    /// As [`push`](Self::push), appending the completed text to `out` (no allocation once
+    /// `out` has grown: the decode loop reuses one buffer).
+    pub fn push_into(&mut self, id: u32, out: &mut String) {
         let piece = self.tok.token_to_piece_with(id, self.special);
         let piece = match piece {
             [b' ', rest @ ..] if self.strip_space => rest,
@@ -61,7 +69,7 @@ impl<'a> StreamDecoder<'a> {
         };
         self.strip_space = false;
         self.pending.extend_from_slice(piece);
-        self.take_complete()
+        self.take_complete(out);
     }
 
     /// Returns whatever is still held back (an unfinished character becomes U+FFFD).
@@ -71,8 +79,7 @@ impl<'a> StreamDecoder<'a> {
         rest
     }
 
-    fn take_complete(&mut self) -> String {
-        let mut out = String::new();
+    fn take_complete(&mut self, out: &mut String) {
         let mut done = 0;
         loop {
             match std::str::from_utf8(&self.pending[done..]) {
@@ -98,6 +105,5 @@ impl<'a> StreamDecoder<'a> {
             }
         }
         self.pending.drain(..done);
-        out
     }
 }
