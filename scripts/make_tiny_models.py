@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Tiny random qwen3moe and qwen3next checkpoints and their GGUFs, bit-identical on every machine.
+"""Tiny random checkpoints and their GGUFs, bit-identical on every machine: the MoE
+architectures qwen3moe and qwen3next, and the dense qwen3, qwen2, llama and gemma3 (text-only).
 
 For each model in SPECS this builds, under OUT/<name>/ (default ~/.cache/strata/tiny):
-  hf/                      a Hugging Face checkpoint (transformers' Qwen3Moe / Qwen3Next classes,
-                           safetensors, a real byte-level BPE tokenizer);
+  hf/                      a Hugging Face checkpoint (transformers' Qwen3Moe / Qwen3Next / Qwen3 /
+                           Qwen2 / Llama / Gemma3ForCausalLM classes, safetensors, a real
+                           byte-level BPE tokenizer);
   <name>-{F32,F16,Q8_0}.gguf       by llama.cpp's convert_hf_to_gguf.py (`--no-mtp` for qwen3next);
-  <name>-{Q4_0,Q4_K_M,Q6_K}.gguf   quantized from the F32 file by llama.cpp.
+  <name>-{Q4_0,Q4_K_M,Q6_K}.gguf   quantized from the F32 file by llama.cpp (the dense models:
+                                   Q4_K_M only).
 A stamp file holds this script's sha256; a model whose stamp matches is not rebuilt.
 
 Weights do not come from torch's RNG (whose streams may change between versions) but from a
@@ -15,7 +18,7 @@ compares sha256s.
 
 Tokenizer: the first N_BASE (765) tokens (256 bytes + the earliest merges) of the Qwen2 vocabulary
 (llama.cpp's models/ggml-vocab-qwen2.gguf) with the merges among them, plus Qwen's special tokens;
-small enough that every model stays under 20 MB in F32.
+small enough that every MoE model stays under 20 MB in F32 and every dense one under 10 MB.
 
 Usage: python3 scripts/make_tiny_models.py [--out DIR] [--check]   (scripts/make_tiny_models.sh
 installs the pinned torch/transformers into a venv and runs this).
@@ -34,6 +37,7 @@ SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 N_VOCAB = N_BASE + len(SPECIALS)
 CONVERTED = ["F32", "F16", "Q8_0"]
 QUANTIZED = {"Q4_0": 2, "Q4_K_M": 15, "Q6_K": 18}  # llama_ftype values
+DENSE_QUANTIZED = ["Q4_K_M"]
 QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 
@@ -52,6 +56,37 @@ SPECS = {
         linear_num_value_heads=4, shared_expert_intermediate_size=128,
         layer_types=["linear_attention"] * 3 + ["full_attention"]),
 }
+# Dense models: weight rows are multiples of 256 wide, so k-quants apply (gemma3-tiny's
+# attn_output, 128 wide, takes llama.cpp's fallback type).
+DENSE = dict(vocab_size=N_VOCAB, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=64, intermediate_size=256,
+             max_position_embeddings=4096, rms_norm_eps=1e-6, rope_theta=1000000.0,
+             tie_word_embeddings=False, hidden_act="silu", bos_token_id=None,
+             eos_token_id=N_BASE, torch_dtype="float32")
+DENSE_SPECS = {
+    # Per-head q/k RMS norms.
+    "qwen3-tiny": dict(DENSE, architectures=["Qwen3ForCausalLM"], model_type="qwen3"),
+    # q/k/v biases.
+    "qwen2-tiny": dict(DENSE, architectures=["Qwen2ForCausalLM"], model_type="qwen2",
+                       use_sliding_window=False),
+    # The GGUF conversion permutes q/k rows for llama.cpp's NORM (interleaved) RoPE.
+    "llama-tiny": dict(DENSE, architectures=["LlamaForCausalLM"], model_type="llama",
+                       rope_theta=10000.0, attention_bias=False, mlp_bias=False),
+    # Text-only Gemma 3: 6 layers so layer 5 is global (pattern 6) and layers 0-4 windowed; a
+    # window of 8 < the test prompts; zero-centred (1 + w) norms; GeGLU; head_dim (64) differs
+    # from n_embd / n_head (128), and 2 heads keep it under 10 MB. Untied: with random tied
+    # embeddings the √n_embd-scaled input dominates the residual and every token predicts itself
+    # (logits ~50, greedy repeats one token); the tied path is covered by the real gemma3-270m.
+    "gemma3-tiny": dict(DENSE, architectures=["Gemma3ForCausalLM"], model_type="gemma3_text",
+                        num_hidden_layers=6, num_attention_heads=2, num_key_value_heads=1,
+                        sliding_window=8,
+                        sliding_window_pattern=6, query_pre_attn_scalar=64,
+                        rope_local_base_freq=10000.0, hidden_activation="gelu_pytorch_tanh",
+                        hidden_act="gelu_pytorch_tanh", final_logit_softcapping=None,
+                        attn_logit_softcapping=None, tie_word_embeddings=False,
+                        pad_token_id=N_BASE),
+}
+SPECS.update(DENSE_SPECS)
 
 
 def sha256(path):
@@ -147,7 +182,7 @@ def build_hf(name, spec, dst):
     cfg = cfg_cls(**{k: v for k, v in spec.items() if k not in ("model_type", "architectures")})
     cfg.architectures = spec["architectures"]
     model = transformers.AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32)
-    zero_centered = spec["model_type"] == "qwen3_next"
+    zero_centered = spec["model_type"] in ("qwen3_next", "gemma3_text")
     state = {k: torch.from_numpy(init_values(k, tuple(v.shape), zero_centered).reshape(tuple(v.shape)))
              for k, v in model.state_dict().items()}
     model.load_state_dict(state, strict=True)
@@ -207,6 +242,8 @@ def build(name, spec, out_dir, quant_python, stamp):
     for t in CONVERTED:
         convert(tmp / "hf", tmp / f"{name}-{t}.gguf", t, no_mtp)
     for t, ftype in QUANTIZED.items():
+        if name in DENSE_SPECS and t not in DENSE_QUANTIZED:
+            continue
         quantize(tmp / f"{name}-F32.gguf", tmp / f"{name}-{t}.gguf", ftype, quant_python)
     sums = {p.name: sha256(p) for p in sorted(tmp.glob("*.gguf"))}
     (tmp / "sha256.json").write_text(json.dumps(sums, indent=1) + "\n")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""llama.cpp references for the tiny random MoE models of scripts/make_tiny_models.py.
+"""llama.cpp references for the tiny random models of scripts/make_tiny_models.py.
 
 For each model and type this writes tests/data/tiny_refs/<model>-<type>.json with, per prompt:
   - prompt_tokens (llama.cpp's tokenization);
@@ -7,9 +7,11 @@ For each model and type this writes tests/data/tiny_refs/<model>-<type>.json wit
     F32/F16, and the top-8 ids and logits for quantized types;
   - greedy: 16 greedy tokens from the prompt and llama.cpp's top-8 at each step.
 Each file records the llama-cpp-python version, this script's sha256, make_tiny_models.py's
-sha256 and the model file's sha256; crates/strata-engine/tests/reference_tiny_moe.rs checks them.
+sha256 and the model file's sha256; crates/strata-engine/tests/reference_tiny_moe.rs (MoE) and
+reference_tiny_dense.rs (dense) check them. The dense models get two prompts (one of 27 tokens,
+over gemma3-tiny's window of 8) to keep the committed full rows small.
 
-Usage: python3 scripts/make_tiny_refs.py [--tiny-dir DIR]
+Usage: python3 scripts/make_tiny_refs.py [--tiny-dir DIR] [--models NAME ...]
 Needs: llama-cpp-python==0.3.36, numpy; the models from scripts/make_tiny_models.sh.
 """
 import argparse, base64, hashlib, json, os, pathlib, sys
@@ -18,14 +20,25 @@ import numpy as np
 import llama_cpp
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-MODELS = ["qwen3moe-tiny", "qwen3next-tiny"]
 TYPES = ["F32", "F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"]
+DENSE_TYPES = ["F32", "F16", "Q8_0", "Q4_K_M"]
 FULL_ROWS = {"F32", "F16"}
 PROMPTS = [
     "The capital of France is",
     "def add(a, b):\n    return",
     "Once upon a time, in a small village by the sea, there lived",
 ]
+DENSE_PROMPTS = [
+    "Once upon a time, in a small village by the sea, there lived",
+    "fn main() {",
+]
+# name -> (types, prompts)
+MODELS = {
+    "qwen3moe-tiny": (TYPES, PROMPTS),
+    "qwen3next-tiny": (TYPES, PROMPTS),
+    **{m: (DENSE_TYPES, DENSE_PROMPTS)
+       for m in ["qwen3-tiny", "qwen2-tiny", "llama-tiny", "gemma3-tiny"]},
+}
 TOP_K = 8
 N_GREEDY = 16
 
@@ -76,11 +89,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tiny-dir", default=os.environ.get(
         "STRATA_TINY_DIR", os.path.expanduser("~/.cache/strata/tiny")))
+    ap.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS),
+                    help="only these models (the others' files must then be for this script too)")
     a = ap.parse_args()
     out_dir = ROOT / "tests/data/tiny_refs"
     out_dir.mkdir(parents=True, exist_ok=True)
-    for model in MODELS:
-        for ty in TYPES:
+    for model in a.models:
+        types, prompts = MODELS[model]
+        for ty in types:
             path = pathlib.Path(a.tiny_dir) / model / f"{model}-{ty}.gguf"
             ref = {
                 "model": model, "type": ty, "model_file": path.name,
@@ -89,7 +105,7 @@ def main():
                 "script_sha256": sha256(__file__),
                 "models_script_sha256": sha256(ROOT / "scripts/make_tiny_models.py"),
                 "settings": {"n_ctx": 256, "n_batch": 512, "n_threads": 2, "kv": "f32"},
-                "cases": [case(path, p, ty in FULL_ROWS) for p in PROMPTS],
+                "cases": [case(path, p, ty in FULL_ROWS) for p in prompts],
             }
             (out_dir / f"{model}-{ty}.json").write_text(json.dumps(ref, separators=(",", ":")) + "\n")
             print(f"{model}-{ty}: {[len(c['prompt_tokens']) for c in ref['cases']]} prompt tokens",

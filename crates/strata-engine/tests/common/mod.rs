@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+pub mod tiny;
+
 /// The three real models, by known name and file name (see scripts/make_refs.py).
 pub const MODELS: [(&str, &str); 3] = [
     ("smollm2-135m", "SmolLM2-135M-Instruct.Q4_1.gguf"),
