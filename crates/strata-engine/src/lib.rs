@@ -14,6 +14,7 @@ pub mod ops;
 pub mod sampling;
 pub mod session;
 pub mod tokenizer;
+pub mod topology;
 pub mod weights;
 
 pub use error::EngineError;
