@@ -1,11 +1,18 @@
-//! The `strata` command: run, chat, inspect, pull.
+//! The `strata` command: run, chat, inspect, pull, serve, bench, needle, quality.
 
+mod bench;
 mod chat;
+mod haystack;
+mod http;
 mod inspect;
+mod machine;
 mod models;
+mod needle;
 mod pull;
+mod quality;
 mod run;
 mod serve;
+mod topology;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,6 +50,14 @@ enum Command {
     },
     /// Serve the model over the OpenAI and Anthropic HTTP APIs.
     Serve(serve::ServeArgs),
+    /// Measure a running OpenAI-compatible server: decode, prefill, agent cache hits, depth.
+    Bench(bench::BenchArgs),
+    /// Needle-in-a-haystack recall of a running OpenAI-compatible server.
+    Needle(needle::NeedleArgs),
+    /// Teacher-forced logits against llama.cpp or another GGUF: KL, top token, perplexity.
+    Quality(quality::QualityArgs),
+    /// Print the CPU topology (sockets, NUMA, SMT, hybrid core classes, L3) and the pool workers chosen.
+    Topology(topology::TopologyArgs),
 }
 
 /// Options shared by commands that run a model.
@@ -108,7 +123,8 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG").unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG")
+                .unwrap_or_else(|_| "warn".into()),
         )
         .init();
     // A panic is a bug, but the user still gets one line and exit code 1.
@@ -134,6 +150,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => run::run(args, &models_dir),
         Command::Chat(args) => chat::run(args, &models_dir),
         Command::Serve(args) => serve::run(args, &models_dir),
+        Command::Bench(args) => bench::run(args, &models_dir),
+        Command::Needle(args) => needle::run(args),
+        Command::Quality(args) => quality::run(args, &models_dir),
+        Command::Topology(args) => topology::run(args),
         Command::Inspect { model } => {
             let path = models::resolve_model(Some(&model), &models_dir)?;
             let stdout = std::io::stdout();
@@ -148,9 +168,14 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
 }
 
 /// Sets the worker count, resolves and loads the model.
-pub fn load_model(args: &ModelArgs, models_dir: &std::path::Path) -> anyhow::Result<strata_engine::Model> {
+pub fn load_model(
+    args: &ModelArgs,
+    models_dir: &std::path::Path,
+) -> anyhow::Result<strata_engine::Model> {
     if args.threads > 0 {
-        rayon::ThreadPoolBuilder::new().num_threads(args.threads).build_global()?;
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(args.threads)
+            .build_global()?;
     }
     let path = models::resolve_model(args.model.as_deref(), models_dir)?;
     let model = strata_engine::Model::load(&path)
