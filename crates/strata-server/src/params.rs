@@ -9,7 +9,8 @@ use crate::error::ApiError;
 
 /// Sampling fields a request may set (OpenAI names; Anthropic's are mapped onto them).
 #[allow(missing_docs)] // Wire fields: same names and meanings as the API reference.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(default)]
 pub struct SamplingFields {
     pub temperature: Option<f32>,
     pub top_p: Option<f32>,

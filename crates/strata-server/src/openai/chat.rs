@@ -61,7 +61,7 @@ fn plan(state: &Shared, req: ChatCompletionRequest) -> Result<ChatPlan, ApiError
             kwargs.entry("enable_thinking").or_insert(json!(false));
         }
     }
-    let params = req.sampling().resolve(&state.config)?;
+    let params = req.sampling.resolve(&state.config)?;
     let limit = req.max_completion_tokens.or(req.max_tokens);
     let field = if req.max_completion_tokens.is_some() {
         "max_completion_tokens"

@@ -43,22 +43,8 @@ pub struct CompletionRequest {
     pub stream_options: Option<StreamOptions>,
     #[serde(default)]
     pub max_tokens: Option<u64>,
-    #[serde(default)]
-    pub temperature: Option<f32>,
-    #[serde(default)]
-    pub top_p: Option<f32>,
-    #[serde(default)]
-    pub top_k: Option<i64>,
-    #[serde(default)]
-    pub min_p: Option<f32>,
-    #[serde(default)]
-    pub seed: Option<i64>,
-    #[serde(default)]
-    pub presence_penalty: Option<f32>,
-    #[serde(default)]
-    pub frequency_penalty: Option<f32>,
-    #[serde(default)]
-    pub repeat_penalty: Option<f32>,
+    #[serde(flatten)]
+    pub sampling: SamplingFields,
     #[serde(default)]
     pub stop: Option<StopField>,
     #[serde(default)]
@@ -149,16 +135,7 @@ pub async fn completions(
             "logprobs must be at most 20",
         ));
     }
-    let sampling = SamplingFields {
-        temperature: req.temperature,
-        top_p: req.top_p,
-        top_k: req.top_k,
-        min_p: req.min_p,
-        seed: req.seed,
-        presence_penalty: req.presence_penalty,
-        frequency_penalty: req.frequency_penalty,
-        repeat_penalty: req.repeat_penalty,
-    };
+    let sampling = &req.sampling;
     let spec = GenerationSpec {
         params: sampling.resolve(&state.config)?,
         max_tokens: max_tokens(

@@ -81,22 +81,8 @@ pub struct ChatCompletionRequest {
     pub max_tokens: Option<u64>,
     #[serde(default)]
     pub max_completion_tokens: Option<u64>,
-    #[serde(default)]
-    pub temperature: Option<f32>,
-    #[serde(default)]
-    pub top_p: Option<f32>,
-    #[serde(default)]
-    pub top_k: Option<i64>,
-    #[serde(default)]
-    pub min_p: Option<f32>,
-    #[serde(default)]
-    pub seed: Option<i64>,
-    #[serde(default)]
-    pub presence_penalty: Option<f32>,
-    #[serde(default)]
-    pub frequency_penalty: Option<f32>,
-    #[serde(default)]
-    pub repeat_penalty: Option<f32>,
+    #[serde(flatten)]
+    pub sampling: SamplingFields,
     #[serde(default)]
     pub stop: Option<StopField>,
     #[serde(default)]
@@ -115,22 +101,6 @@ pub struct ChatCompletionRequest {
     pub reasoning_effort: Option<String>,
     #[serde(default)]
     pub chat_template_kwargs: Option<Map<String, Value>>,
-}
-
-impl ChatCompletionRequest {
-    /// The sampling fields.
-    pub fn sampling(&self) -> SamplingFields {
-        SamplingFields {
-            temperature: self.temperature,
-            top_p: self.top_p,
-            top_k: self.top_k,
-            min_p: self.min_p,
-            seed: self.seed,
-            presence_penalty: self.presence_penalty,
-            frequency_penalty: self.frequency_penalty,
-            repeat_penalty: self.repeat_penalty,
-        }
-    }
 }
 
 /// Reads OpenAI `tool_choice` (`none`, `auto`, `required`, or a named function).
