@@ -17,7 +17,7 @@ pub struct JsonStyle {
     pub separators: Option<(String, String)>,
     /// `sort_keys=True`.
     pub sort_keys: bool,
-    /// `ensure_ascii=True`: non-ASCII characters written as `\uXXXX` (UTF-16 surrogate pairs
+    /// `ensure_ascii=True`: non-ASCII characters written as `\u` plus four hex digits (UTF-16 surrogate pairs
     /// above U+FFFF); Hugging Face's default is `False`.
     pub ensure_ascii: bool,
 }
