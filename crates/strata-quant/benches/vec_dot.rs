@@ -60,6 +60,15 @@ fn bench_vec_dot(c: &mut Criterion) {
         T::Q5_K,
         T::Q6_K,
         T::IQ4_XS,
+        T::IQ2_XXS,
+        T::IQ2_XS,
+        T::IQ2_S,
+        T::IQ3_XXS,
+        T::IQ3_S,
+        T::IQ1_S,
+        T::IQ1_M,
+        T::Q2_K,
+        T::Q3_K,
     ];
     for ty in types {
         let act_ty = vec_dot_type(ty).unwrap();

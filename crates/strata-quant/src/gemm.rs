@@ -3,20 +3,49 @@
 //!
 //! The result of every (row, token) pair equals [`crate::vec_dot`] on the same CPU path
 //! bit for bit, so a prompt gives the same logits whether it is run in one batch or token by
-//! token.
+//! token. The SIMD paths run register-blocked tiles (`tile.rs`: up to 4 rows × 4 tokens) of the
+//! formats with a SIMD `vec_dot` kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K
+//! and IQ4_XS; the other formats, and the scalar path, loop over `vec_dot`.
 
-use crate::{vec_dot, vec_dot_type, Op, QuantError};
+mod tile;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+use crate::dispatch::Supported;
+use crate::{check_len, vec_dot_type, vec_dot_with, Isa, Op, QuantError};
 use strata_gguf::GgmlType;
+use tile::Job;
 
 /// `out[t·out_stride + r] = vec_dot(ty, w_r, a_t)` for `r < n_rows`, `t < n_tok`.
 ///
 /// `w`: `n_rows` encoded rows of `ty`, back to back; `acts`: `n_tok` rows quantized to
-/// `vec_dot_type(ty)` by [`crate::quantize`], back to back; `out`: at least
-/// `(n_tok − 1)·out_stride + n_rows` floats.
+/// `vec_dot_type(ty)` by [`crate::quantize`], back to back, covering the same elements;
+/// `out`: at least `(n_tok − 1)·out_stride + n_rows` floats, `out_stride >= n_rows` when
+/// `n_tok > 1`. Other entries of `out` are left as they are. Allocation-free.
+///
+/// ```
+/// use strata_quant::{gemm, quantize, vec_dot, GgmlType};
+///
+/// let (n, n_rows, n_tok) = (256, 3, 2);
+/// let w: Vec<f32> = (0..n * n_rows).map(|i| (i as f32 * 0.1).sin()).collect();
+/// let mut rows = vec![0u8; n_rows * 144];
+/// for (src, dst) in w.chunks(n).zip(rows.chunks_mut(144)) {
+///     quantize(GgmlType::Q4_K, src, dst)?;
+/// }
+/// let mut acts = vec![0u8; n_tok * 292];
+/// for (t, dst) in acts.chunks_mut(292).enumerate() {
+///     quantize(GgmlType::Q8_K, &vec![t as f32 + 1.0; n], dst)?;
+/// }
+/// let mut out = vec![0.0f32; n_tok * 4]; // stride 4 > n_rows
+/// gemm(GgmlType::Q4_K, &rows, n_rows, &acts, n_tok, &mut out, 4)?;
+/// let want = vec_dot(GgmlType::Q4_K, &rows[144..288], &acts[292..])?;
+/// assert_eq!(out[4 + 1].to_bits(), want.to_bits());
+/// # Ok::<(), strata_quant::QuantError>(())
+/// ```
 ///
 /// # Errors
 /// [`QuantError::Unsupported`] when `ty` has no activation kernel,
-/// [`QuantError::LengthMismatch`] when the lengths disagree.
+/// [`QuantError::LengthMismatch`] when the lengths disagree (nothing is written then).
 pub fn gemm(
     ty: GgmlType,
     w: &[u8],
@@ -26,19 +55,105 @@ pub fn gemm(
     out: &mut [f32],
     out_stride: usize,
 ) -> Result<(), QuantError> {
-    if vec_dot_type(ty).is_none() {
+    gemm_with(Isa::best(), ty, w, n_rows, acts, n_tok, out, out_stride)
+}
+
+/// [`gemm`] on the kernels of `isa`: bit-identical to [`crate::vec_dot_on`] with the same `isa`.
+///
+/// # Errors
+/// As [`gemm`], and [`QuantError::IsaUnavailable`] when this CPU lacks `isa`.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_on(
+    isa: Isa,
+    ty: GgmlType,
+    w: &[u8],
+    n_rows: usize,
+    acts: &[u8],
+    n_tok: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) -> Result<(), QuantError> {
+    gemm_with(isa, ty, w, n_rows, acts, n_tok, out, out_stride)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gemm_with(
+    isa: Isa,
+    ty: GgmlType,
+    w: &[u8],
+    n_rows: usize,
+    acts: &[u8],
+    n_tok: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) -> Result<(), QuantError> {
+    let cpu = Supported::check(isa)?;
+    let Some(act_ty) = vec_dot_type(ty) else {
         return Err(QuantError::Unsupported { ty, op: Op::VecDot });
-    }
+    };
     if n_rows == 0 || n_tok == 0 {
         return Ok(());
     }
-    let (wrb, arb) = (w.len() / n_rows, acts.len() / n_tok);
+    let n_blocks = w.len() / n_rows / ty.type_size();
+    let (wrb, arb) = (n_blocks * ty.type_size(), n_blocks * act_ty.type_size());
+    check_len(ty, "weight rows (bytes)", n_rows * wrb, w.len())?;
+    check_len(act_ty, "activation rows (bytes)", n_tok * arb, acts.len())?;
+    if n_tok > 1 && out_stride < n_rows {
+        check_len(ty, "output stride (floats)", n_rows, out_stride)?;
+    }
+    let needed = (n_tok - 1) * out_stride + n_rows;
+    if out.len() < needed {
+        check_len(ty, "output (floats)", needed, out.len())?;
+    }
+    if tiled(isa, ty, w, n_rows, acts, n_tok, out, out_stride) {
+        return Ok(());
+    }
     for t in 0..n_tok {
         let a = &acts[t * arb..(t + 1) * arb];
         let o = &mut out[t * out_stride..t * out_stride + n_rows];
         for (r, y) in o.iter_mut().enumerate() {
-            *y = vec_dot(ty, &w[r * wrb..(r + 1) * wrb], a)?;
+            *y = vec_dot_with(cpu, ty, &w[r * wrb..(r + 1) * wrb], a)?;
         }
     }
     Ok(())
+}
+
+/// The tile kernels of `isa` where `ty` has them; `false` (nothing written) elsewhere. `isa` is
+/// available and the lengths are checked.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn tiled(
+    isa: Isa,
+    ty: GgmlType,
+    w: &[u8],
+    n_rows: usize,
+    acts: &[u8],
+    n_tok: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) -> bool {
+    let job = Job {
+        w,
+        n_rows,
+        acts,
+        n_tok,
+        out,
+        out_stride,
+    };
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `gemm_with` checked that this CPU has `isa`'s features, which each entry point
+    // enables exactly, and the lengths of `job`.
+    unsafe {
+        match isa {
+            Isa::Scalar => false,
+            Isa::Avx2 => x86::gemm_avx2(ty, job),
+            Isa::AvxVnni => x86::gemm_avxvnni(ty, job),
+            Isa::Avx512 => x86::gemm_avx512(ty, job),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (isa, ty, job);
+        false
+    }
 }

@@ -57,6 +57,7 @@ pub use dot::{dot_f32_blocks, dot_f32_f32};
 pub use error::{Op, QuantError};
 pub use float::f32_to_bf16;
 pub use gemm::gemm;
+pub use gemm::gemm_on;
 pub use iq1::{BlockIQ1_M, BlockIQ1_S, IQ1_DELTA};
 pub use iq2::{BlockIQ2_S, BlockIQ2_XS, BlockIQ2_XXS};
 pub use iq3::{BlockIQ3_S, BlockIQ3_XXS};

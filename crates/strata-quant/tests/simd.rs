@@ -2,7 +2,8 @@
 //! CPU lacks are skipped and named): `vec_dot` within a tight relative tolerance (only the f32
 //! summation order may differ; the integer block sums are exact), activation quantizers
 //! bit-identical, and the F32/F16/BF16 `dot_f32`. Inputs: random rows, all-zero and
-//! max-magnitude quants, extreme f16 scales, rows of one block up to 14336 elements.
+//! max-magnitude quants, extreme f16 scales, rows of one block up to 14336 elements, and
+//! rows whose bytes step through every value (every grid point and sign pattern of the i-quants).
 
 mod common;
 
@@ -46,6 +47,8 @@ fn f16_bytes(x: f32) -> [u8; 2] {
 enum Fill {
     Random,
     Byte(u8),
+    /// Byte `i` of the row is `i · stride` (mod 256): every grid index and sign pattern occurs.
+    Step(u8),
 }
 
 /// How its f16 scale fields are set.
@@ -60,9 +63,10 @@ enum Scales {
 fn weight_row(rng: &mut Rng, ty: GgmlType, blocks: usize, fill: Fill, scales: Scales) -> Vec<u8> {
     let size = ty.type_size();
     let mut row: Vec<u8> = (0..blocks * size)
-        .map(|_| match fill {
+        .map(|i| match fill {
             Fill::Random => rng.next_u64() as u8,
             Fill::Byte(b) => b,
+            Fill::Step(stride) => (i as u8).wrapping_mul(stride),
         })
         .collect();
     let (ds, mins) = f16_fields(ty);
@@ -212,6 +216,38 @@ fn vec_dot_matches_scalar_on_edge_values() {
                         check_vec_dot(&paths, ty, &row, &x, &what);
                     }
                 }
+            }
+        }
+    }
+}
+
+/// The kernels that fetch lattice points by index (grid tables, sign tables) and the low-bit
+/// k-quants, on rows that step through every byte value with several strides, so every grid
+/// point, sign pattern, delta sign and scale reaches each path.
+#[test]
+fn lattice_vec_dot_matches_scalar_on_every_index() {
+    use GgmlType as T;
+    let paths = simd_paths();
+    let mut rng = Rng::new(17);
+    let types = [
+        T::IQ2_XXS,
+        T::IQ2_XS,
+        T::IQ2_S,
+        T::IQ3_XXS,
+        T::IQ3_S,
+        T::IQ1_S,
+        T::IQ1_M,
+        T::Q2_K,
+        T::Q3_K,
+    ];
+    for ty in types {
+        let blocks = 64;
+        for stride in [1u8, 3, 37, 101, 255] {
+            for kind in [0, 3, 6] {
+                let row = weight_row(&mut rng, ty, blocks, Fill::Step(stride), Scales::Random);
+                let x = activations(&mut rng, blocks * ty.block_size(), kind);
+                let what = format!("stride {stride}, activations {kind}");
+                check_vec_dot(&paths, ty, &row, &x, &what);
             }
         }
     }

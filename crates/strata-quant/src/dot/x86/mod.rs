@@ -7,8 +7,8 @@
 //! at the bottom of this file instantiate them once per instruction set, so every intrinsic is
 //! inlined into a function compiled for that set.
 
-mod avx2;
-mod avx512;
+pub(crate) mod avx2;
+pub(crate) mod avx512;
 
 use std::arch::x86_64::*;
 
@@ -22,6 +22,11 @@ pub(crate) trait IntDot {
     unsafe fn dot_u8i8(acc: __m256i, a: __m256i, b: __m256i) -> __m256i;
     /// `acc[i] + a[2i] · b[2i] + a[2i+1] · b[2i+1]` over i16 lanes.
     unsafe fn madd_i16(acc: __m256i, a: __m256i, b: __m256i) -> __m256i;
+    /// Whether the lattice kernels fetch 4-byte grid points with `vpgatherdd` rather than
+    /// scalar loads. Only the AVX-512 path does: built with AVX-512, LLVM turns the scalar loads
+    /// into slower split gathers itself, while on AVX2-only CPUs (Intel parts with the GDS
+    /// microcode fix) gathers are much slower than loads.
+    const GATHER: bool = false;
 }
 
 /// AVX2 without VNNI.
@@ -55,6 +60,7 @@ impl IntDot for AvxVnni {
 }
 
 impl IntDot for Avx512Vnni {
+    const GATHER: bool = true;
     #[inline(always)]
     unsafe fn dot_u8i8(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
         _mm256_dpbusd_epi32(acc, a, b)

@@ -47,7 +47,7 @@ unsafe fn broadcast_scale(scales16: __m256i, g: u8) -> __m256i {
 }
 
 /// Q4_K and Q5_K: blocks starting with the f16 `d` and `dmin`.
-trait AffineK {
+pub(crate) trait AffineK {
     fn packed_scales(&self) -> &[u8; K_SCALE_SIZE];
     /// The unsigned quants of elements `64c..64c+32` and `64c+32..64c+64`.
     unsafe fn quants(&self, c: usize) -> (__m256i, __m256i);

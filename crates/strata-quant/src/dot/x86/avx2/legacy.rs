@@ -14,14 +14,14 @@ use crate::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, Block
 
 /// A weight block whose 32 quants are signed bytes (Q4_0, Q5_0, Q8_0, IQ4_NL). Every one
 /// starts with its f16 scale, followed by at least 6 more bytes.
-trait Signed {
+pub(crate) trait Signed {
     /// The 32 quants as i8 lanes, in element order.
     unsafe fn quants(&self) -> __m256i;
 }
 
 /// A weight block with unsigned quants and a minimum (Q4_1, Q5_1): value `d q + m`, starting
 /// with the f16 `d` and `m`, followed by at least 4 more bytes.
-trait Affine {
+pub(crate) trait Affine {
     /// The 32 quants as u8 lanes, in element order.
     unsafe fn quants(&self) -> __m256i;
 }

@@ -3,8 +3,13 @@
 
 mod float;
 mod iq;
-pub(super) mod k_quants;
-pub(super) mod legacy;
+mod iq1;
+mod iq2;
+mod iq3;
+pub(super) mod k_low;
+pub(crate) mod k_quants;
+mod lattice;
+pub(crate) mod legacy;
 mod quantize;
 
 use strata_gguf::GgmlType;
@@ -36,6 +41,15 @@ pub(super) unsafe fn vec_dot<M: IntDot>(ty: GgmlType, row: &[u8], act: &[u8]) ->
         T::Q5_K => k_quants::q5_k::<M>(blocks(row), blocks(act)),
         T::Q6_K => k_quants::q6_k::<M>(blocks(row), blocks(act)),
         T::IQ4_XS => iq::iq4_xs::<M>(blocks(row), blocks(act)),
+        T::IQ2_XXS => iq2::iq2_xxs::<M>(blocks(row), blocks(act)),
+        T::IQ2_XS => iq2::iq2_xs::<M>(blocks(row), blocks(act)),
+        T::IQ2_S => iq2::iq2_s::<M>(blocks(row), blocks(act)),
+        T::IQ3_XXS => iq3::iq3_xxs::<M>(blocks(row), blocks(act)),
+        T::IQ3_S => iq3::iq3_s::<M>(blocks(row), blocks(act)),
+        T::IQ1_S => iq1::iq1_s::<M>(blocks(row), blocks(act)),
+        T::IQ1_M => iq1::iq1_m::<M>(blocks(row), blocks(act)),
+        T::Q2_K => k_low::q2_k::<M>(blocks(row), blocks(act)),
+        T::Q3_K => k_low::q3_k::<M>(blocks(row), blocks(act)),
         _ => return None,
     })
 }

@@ -14,7 +14,7 @@ use crate::q8_k::BlockQ8_K;
 
 /// 32 bytes at `a` then 32 at `b`.
 #[inline(always)]
-unsafe fn load_pair<T>(a: *const T, b: *const T) -> __m512i {
+pub(crate) unsafe fn load_pair<T>(a: *const T, b: *const T) -> __m512i {
     let lo = _mm512_castsi256_si512(_mm256_loadu_si256(a.cast()));
     _mm512_inserti64x4::<1>(lo, _mm256_loadu_si256(b.cast()))
 }
@@ -31,13 +31,13 @@ unsafe fn halves_i16(lo: i16, hi: i16) -> __m512i {
 /// `vpshufb` control that spreads i16 lane `a` of a 128-bit lane over i16 lanes 0..16 and lane
 /// `b` over 16..32.
 #[inline(always)]
-unsafe fn scale_pick(a: usize, b: usize) -> __m512i {
+pub(crate) unsafe fn scale_pick(a: usize, b: usize) -> __m512i {
     let lane = |g: usize| i16::from_le_bytes([2 * g as u8, 2 * g as u8 + 1]);
     halves_i16(lane(a), lane(b))
 }
 
 /// Q4_K and Q5_K: blocks starting with the f16 `d` and `dmin`.
-trait AffineK {
+pub(crate) trait AffineK {
     fn packed_scales(&self) -> &[u8; K_SCALE_SIZE];
     /// Unsigned quants of sub-blocks (4k, 4k + 2) and (4k + 1, 4k + 3), 32 elements each.
     unsafe fn quants(&self, k: usize) -> (__m512i, __m512i);

@@ -60,7 +60,7 @@ unsafe fn spread_pair(s: __m128) -> __m512 {
 }
 
 /// A signed format as unsigned bytes `x + OFFSET`, two blocks at a time.
-trait Offset: Sized {
+pub(crate) trait Offset: Sized {
     const OFFSET: i8;
     unsafe fn biased_pair(a: &Self, b: &Self) -> __m512i;
 }
@@ -141,7 +141,7 @@ unsafe fn symmetric<X: Offset>(x: &[X], y: &[BlockQ8_0]) -> f32 {
 }
 
 /// Q4_1 and Q5_1: unsigned quants, two blocks at a time.
-trait Affine: Sized {
+pub(crate) trait Affine: Sized {
     unsafe fn quants_pair(a: &Self, b: &Self) -> __m512i;
 }
 

@@ -2,8 +2,9 @@
 //! Types without a kernel here fall back to the 256-bit AVX2 code compiled with AVX-512 VNNI.
 
 mod float;
-mod k_quants;
-mod legacy;
+mod k_low;
+pub(crate) mod k_quants;
+pub(crate) mod legacy;
 
 use strata_gguf::GgmlType;
 
@@ -27,6 +28,8 @@ pub(super) unsafe fn vec_dot(ty: GgmlType, row: &[u8], act: &[u8]) -> Option<f32
         T::Q5_K => k_quants::q5_k(blocks(row), blocks(act)),
         T::Q6_K => k_quants::q6_k(blocks(row), blocks(act)),
         T::IQ4_XS => k_quants::iq4_xs(blocks(row), blocks(act)),
+        T::Q2_K => k_low::q2_k(blocks(row), blocks(act)),
+        T::Q3_K => k_low::q3_k(blocks(row), blocks(act)),
         _ => return None,
     })
 }

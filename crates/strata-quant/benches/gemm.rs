@@ -1,0 +1,119 @@
+//! Prefill-shaped matrix products: 512 weight rows × 64 tokens at the column counts of SmolLM2
+//! (576, 1536) and of 7B-class models (4096), per weight type: tiled `gemm` against the loop
+//! over `vec_dot` it replaces, on the best path (and on AVX2 at 4096 columns when the best path
+//! is wider). Run with `cargo bench -p strata-quant --bench gemm`; filter with e.g. `-- Q4_K`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use strata_quant::{gemm_on, quantize, vec_dot_on, vec_dot_type, GgmlType, Isa};
+
+const ROWS: usize = 512;
+const TOKENS: usize = 64;
+const COLUMNS: [usize; 3] = [576, 1536, 4096];
+
+/// Deterministic pseudo-random values in about [-1, 1].
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// `count` rows of `n` elements quantized to `ty`, back to back.
+fn rows(ty: GgmlType, count: usize, n: usize, seed: u64) -> Vec<u8> {
+    let row_bytes = ty.row_bytes(n as u64).unwrap() as usize;
+    let x = values(count * n, seed);
+    let mut out = vec![0u8; count * row_bytes];
+    for (src, dst) in x.chunks_exact(n).zip(out.chunks_exact_mut(row_bytes)) {
+        quantize(ty, src, dst).unwrap();
+    }
+    out
+}
+
+/// The loop `gemm` replaces.
+fn vec_dot_loop(isa: Isa, ty: GgmlType, w: &[u8], acts: &[u8], out: &mut [f32]) {
+    let (wrb, arb) = (w.len() / ROWS, acts.len() / TOKENS);
+    for t in 0..TOKENS {
+        for r in 0..ROWS {
+            out[t * ROWS + r] =
+                vec_dot_on(isa, ty, &w[r * wrb..][..wrb], &acts[t * arb..][..arb]).unwrap();
+        }
+    }
+}
+
+fn bench_gemm(c: &mut Criterion) {
+    use GgmlType as T;
+    let types = [
+        T::Q4_1,
+        T::Q4_K,
+        T::Q6_K,
+        T::Q8_0,
+        T::Q4_0,
+        T::Q5_0,
+        T::IQ4_NL,
+        T::Q5_K,
+        T::IQ4_XS,
+    ];
+    let best = Isa::best();
+    for ty in types {
+        let mut group = c.benchmark_group(format!("gemm/{ty}"));
+        for n in COLUMNS {
+            if n % ty.block_size() != 0 {
+                continue;
+            }
+            // IQ4_XS has no quantizer here: Q4_K-sized random bytes with sane scales.
+            let w = if strata_quant::supports_quantize(ty) {
+                rows(ty, ROWS, n, 1)
+            } else {
+                let len = ROWS * ty.row_bytes(n as u64).unwrap() as usize;
+                let mut w: Vec<u8> = (0..len as u32)
+                    .map(|i| i.wrapping_mul(2654435761).rotate_right(13) as u8)
+                    .collect();
+                for block in w.chunks_exact_mut(ty.type_size()) {
+                    block[..2].copy_from_slice(&strata_quant::f32_to_f16(0.01).to_le_bytes());
+                }
+                w
+            };
+            let acts = rows(vec_dot_type(ty).unwrap(), TOKENS, n, 2);
+            let mut out = vec![0.0f32; ROWS * TOKENS];
+            group.throughput(Throughput::Elements((ROWS * TOKENS * n) as u64));
+            let mut isas = vec![best];
+            if n == 4096 && best != Isa::Avx2 && Isa::Avx2.is_available() {
+                isas.push(Isa::Avx2);
+            }
+            for isa in isas {
+                group.bench_function(BenchmarkId::new(format!("gemm/{isa}"), n), |b| {
+                    b.iter(|| {
+                        gemm_on(isa, ty, black_box(&w), ROWS, &acts, TOKENS, &mut out, ROWS)
+                            .unwrap()
+                    })
+                });
+                group.bench_function(BenchmarkId::new(format!("vec_dot_loop/{isa}"), n), |b| {
+                    b.iter(|| vec_dot_loop(isa, ty, black_box(&w), &acts, &mut out))
+                });
+            }
+        }
+        group.finish();
+    }
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(10)
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = bench_gemm
+}
+criterion_main!(benches);

@@ -1,0 +1,95 @@
+//! AVX2 `vec_dot` of IQ3_XXS and IQ3_S against Q8_K. Per 32 elements: eight 4-byte lattice
+//! points fetched into one register, signs applied to the activation bytes, `vpmaddubsw` (exact:
+//! grid bytes <= 62) and one i16 multiply-add by the odd sub-block multiplier into i32 lanes.
+//! IQ3_XXS's constant 1/4 is applied at the end, as in the scalar reference (`dot/iq.rs`).
+
+use std::arch::x86_64::*;
+
+use super::super::{hsum_ps, load32, IntDot};
+use super::iq2::add_block;
+use super::lattice::{bits_at, even_signs, negate_where, points32, u16_at, u32_at};
+use crate::iq3::{BlockIQ3_S, BlockIQ3_XXS};
+use crate::iq_tables::{IQ3S_GRID, IQ3XXS_GRID};
+use crate::q8_k::BlockQ8_K;
+
+/// # Safety
+/// AVX2, FMA, F16C and `M`'s instructions are available.
+#[inline(always)]
+pub(crate) unsafe fn iq3_xxs<M: IntDot>(x: &[BlockIQ3_XXS], y: &[BlockQ8_K]) -> f32 {
+    assert_eq!(x.len(), y.len(), "vec_dot block counts");
+    let mut acc = _mm256_setzero_ps();
+    for (x, y) in x.iter().zip(y) {
+        let mut sums = [_mm256_setzero_si256(); 2];
+        for ib in 0..8 {
+            let q = &x.qs[8 * ib..8 * ib + 8];
+            let grid = if M::GATHER {
+                let index = _mm256_cvtepu8_epi32(_mm_loadl_epi64(q.as_ptr().cast()));
+                // SAFETY: every index is a byte, IQ3XXS_GRID has 256 entries.
+                _mm256_i32gather_epi32::<4>(IQ3XXS_GRID.as_ptr().cast(), index)
+            } else {
+                points32(std::array::from_fn(|k| IQ3XXS_GRID[q[k] as usize]))
+            };
+            let aux = u32_at(&x.qs, 64 + 4 * ib);
+            let yq = _mm256_sign_epi8(load32(y.qs.as_ptr().add(32 * ib)), even_signs(aux));
+            let ls = _mm256_set1_epi16(2 * (aux >> 28) as i16 + 1);
+            sums[ib % 2] = M::madd_i16(sums[ib % 2], _mm256_maddubs_epi16(grid, yq), ls);
+        }
+        acc = add_block(acc, x, y, _mm256_add_epi32(sums[0], sums[1]));
+    }
+    0.25 * hsum_ps(acc)
+}
+
+/// The 64 nine-bit grid indices of an IQ3_S block, computed 16 at a time: byte `qs[j]` with
+/// bit `j % 16` of the little-endian u16 `qh[j / 16]` as bit 8.
+#[inline(always)]
+unsafe fn iq3_s_indices(x: &BlockIQ3_S) -> [u16; 64] {
+    let mut index = [0u16; 64];
+    let bit = _mm256_setr_epi16(
+        1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, -32768,
+    );
+    for t in 0..4 {
+        let low = _mm256_cvtepu8_epi16(_mm_loadu_si128(x.qs.as_ptr().add(16 * t).cast()));
+        let qh = _mm256_set1_epi16(u16_at(&x.qh, 2 * t) as i16);
+        let set = _mm256_cmpeq_epi16(_mm256_and_si256(qh, bit), bit);
+        let high = _mm256_and_si256(set, _mm256_set1_epi16(0x100));
+        // SAFETY: 16 u16 lanes into index[16 t .. 16 t + 16], t < 4.
+        _mm256_storeu_si256(
+            index.as_mut_ptr().add(16 * t).cast(),
+            _mm256_or_si256(low, high),
+        );
+    }
+    index
+}
+
+/// # Safety
+/// As for [`iq3_xxs`].
+#[inline(always)]
+pub(crate) unsafe fn iq3_s<M: IntDot>(x: &[BlockIQ3_S], y: &[BlockQ8_K]) -> f32 {
+    assert_eq!(x.len(), y.len(), "vec_dot block counts");
+    let mut acc = _mm256_setzero_ps();
+    for (x, y) in x.iter().zip(y) {
+        let index = iq3_s_indices(x);
+        let mut sums = [_mm256_setzero_si256(); 2];
+        for ib in 0..8 {
+            let grid = if M::GATHER {
+                let at = index.as_ptr().add(8 * ib).cast();
+                let index = _mm256_cvtepu16_epi32(_mm_loadu_si128(at));
+                // SAFETY: every index has 9 bits, IQ3S_GRID has 512 entries.
+                _mm256_i32gather_epi32::<4>(IQ3S_GRID.as_ptr().cast(), index)
+            } else {
+                points32(std::array::from_fn(|k| {
+                    IQ3S_GRID[(index[8 * ib + k] & 511) as usize]
+                }))
+            };
+            let yq = negate_where(
+                load32(y.qs.as_ptr().add(32 * ib)),
+                bits_at(&x.signs, 4 * ib),
+            );
+            let s = (x.scales[ib / 2] >> (4 * (ib % 2))) & 0x0f;
+            let ls = _mm256_set1_epi16(2 * s as i16 + 1);
+            sums[ib % 2] = M::madd_i16(sums[ib % 2], _mm256_maddubs_epi16(grid, yq), ls);
+        }
+        acc = add_block(acc, x, y, _mm256_add_epi32(sums[0], sums[1]));
+    }
+    hsum_ps(acc)
+}

@@ -1,0 +1,83 @@
+//! Register builders shared by the lattice (i-quant) and low k-quant kernels: lattice points
+//! fetched from the grid tables, sign patterns, and per-16-element scale vectors.
+//!
+//! The lattice kernels all reduce to `Σ scale · Σ |grid| · (±y)`: the grid bytes are unsigned
+//! (IQ2: 8..43, IQ3: 1..62), so the signs go onto the activation bytes and one `vpmaddubsw`
+//! gives exact i16 pair sums (`2 · 62 · 127 < 2^15`). Q8_K quants lie in -127..=127 (the
+//! quantizer never writes -128), so negating them cannot wrap.
+
+use std::arch::x86_64::*;
+
+use super::super::bytes_from_bits;
+use crate::iq_tables::KEVEN_SIGNS_Q2XS;
+
+/// Four 8-byte lattice points as one register, `p[0]` in bytes 0..8.
+#[inline(always)]
+pub(crate) unsafe fn points64(p: [u64; 4]) -> __m256i {
+    _mm256_set_epi64x(p[3] as i64, p[2] as i64, p[1] as i64, p[0] as i64)
+}
+
+/// Eight 4-byte lattice points as one register, `p[0]` in bytes 0..4.
+#[inline(always)]
+pub(crate) unsafe fn points32(p: [u32; 8]) -> __m256i {
+    let pair = |i: usize| p[2 * i] as u64 | (p[2 * i + 1] as u64) << 32;
+    points64([pair(0), pair(1), pair(2), pair(3)])
+}
+
+/// The ±1 multiplier bytes of four 7-bit sign indices (`KSIGNS_IQ2XS` order, parity bit
+/// implied) packed at bits 0, 7, 14 and 21 of `packed`; index `l` covers bytes `8 l .. 8 l + 8`.
+#[inline(always)]
+pub(crate) unsafe fn even_signs(packed: u32) -> __m256i {
+    let s = |l: u32| KEVEN_SIGNS_Q2XS[((packed >> (7 * l)) & 127) as usize];
+    points64([s(0), s(1), s(2), s(3)])
+}
+
+/// `y` with byte `j` negated where bit `j` of `bits` is set (little-endian).
+#[inline(always)]
+pub(crate) unsafe fn negate_where(y: __m256i, bits: [u8; 4]) -> __m256i {
+    let m = bytes_from_bits(bits);
+    _mm256_sub_epi8(_mm256_xor_si256(y, m), m)
+}
+
+/// i16 lanes 0..8 = `lo`, 8..16 = `hi`: the multiplier of a 32-element `vpmaddubsw` result
+/// whose two 16-element halves have their own scales.
+#[inline(always)]
+pub(crate) unsafe fn halves16(lo: i16, hi: i16) -> __m256i {
+    _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo))
+}
+
+/// From `scales` (8 i16 lanes repeated in both 128-bit halves): lane `k` in i16 lanes 0..8,
+/// lane `k + 1` in lanes 8..16 (`k` even, < 8).
+#[inline(always)]
+pub(crate) unsafe fn pick_pair(scales: __m256i, k: usize) -> __m256i {
+    let lane = |g: usize| i16::from_le_bytes([2 * g as u8, 2 * g as u8 + 1]);
+    _mm256_shuffle_epi8(scales, halves16(lane(k), lane(k + 1)))
+}
+
+/// 16 i16 scales (one per 16 elements) as the two registers [`pick_pair`] reads: scales 0..8
+/// repeated in both halves, then scales 8..16.
+#[inline(always)]
+pub(crate) unsafe fn split_scales(scales: __m256i) -> [__m256i; 2] {
+    [
+        _mm256_permute2x128_si256::<0x00>(scales, scales),
+        _mm256_permute2x128_si256::<0x11>(scales, scales),
+    ]
+}
+
+/// Little-endian u32 at byte `at` of `bytes`.
+#[inline(always)]
+pub(crate) fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+}
+
+/// Little-endian u16 at byte `at` of `bytes`.
+#[inline(always)]
+pub(crate) fn u16_at(bytes: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([bytes[at], bytes[at + 1]])
+}
+
+/// 4 bytes from `bytes[at..]`, as the bit source of [`negate_where`].
+#[inline(always)]
+pub(crate) fn bits_at(bytes: &[u8], at: usize) -> [u8; 4] {
+    bytes[at..at + 4].try_into().unwrap()
+}

@@ -1,0 +1,166 @@
+//! The register-blocked tile loop shared by every SIMD GEMM kernel: `R` weight rows × `T`
+//! tokens, each weight step decoded once and applied to the `T` tokens, each activation step
+//! prepared once and applied to the `R` rows.
+//!
+//! A [`Tile`] is one `vec_dot` kernel cut into the parts that depend only on the weights
+//! ([`Tile::decode`]), only on the activations ([`Tile::prep`]) and on both ([`Tile::step`]),
+//! keeping that kernel's accumulators, their update order and its final reduction, so every
+//! (row, token) result is bit-identical to the kernel's.
+
+use std::array;
+
+use crate::block::{cast_blocks, Block};
+
+/// One `vec_dot` kernel split for tiling.
+///
+/// The kernel consumes `STEP` blocks per step and, when `CHAINS == 2`, adds even steps into
+/// one accumulator and odd steps into another (two FMA chains); blocks after the last whole
+/// step go to [`Tile::finish`], which also reduces the accumulators exactly as the kernel does.
+pub(crate) trait Tile {
+    /// Weight block.
+    type W: Block;
+    /// Activation block.
+    type A: Block;
+    /// Blocks per step.
+    const STEP: usize;
+    /// Accumulators alternating per step: 1 or 2.
+    const CHAINS: usize;
+    /// The decoded weights of one step.
+    type Dec: Copy;
+    /// The prepared activations of one step.
+    type Prep: Copy;
+    /// The float accumulators of one chain for one (row, token) pair.
+    type Acc: Copy;
+
+    /// Decodes the `STEP` weight blocks at `w`.
+    ///
+    /// # Safety
+    /// `w` points at `STEP` readable blocks; the kernel's CPU features are available.
+    unsafe fn decode(w: *const Self::W) -> Self::Dec;
+    /// Prepares the `STEP` activation blocks at `a`, which must stay readable while the result
+    /// is used.
+    ///
+    /// # Safety
+    /// As for [`Tile::decode`].
+    unsafe fn prep(a: *const Self::A) -> Self::Prep;
+    /// Zeroed accumulators.
+    ///
+    /// # Safety
+    /// The kernel's CPU features are available.
+    unsafe fn zero() -> Self::Acc;
+    /// One step of the kernel's accumulation.
+    ///
+    /// # Safety
+    /// As for [`Tile::zero`].
+    unsafe fn step(acc: Self::Acc, w: &Self::Dec, a: &Self::Prep) -> Self::Acc;
+    /// The kernel's result from its chains (the second is zero when `CHAINS == 1`) and the
+    /// blocks after the last whole step.
+    ///
+    /// # Safety
+    /// As for [`Tile::zero`].
+    unsafe fn finish(acc: [Self::Acc; 2], w_tail: &[Self::W], a_tail: &[Self::A]) -> f32;
+}
+
+/// A matrix product as byte rows: the arguments of [`crate::gemm`], lengths already checked.
+pub(crate) struct Job<'a> {
+    pub w: &'a [u8],
+    pub n_rows: usize,
+    pub acts: &'a [u8],
+    pub n_tok: usize,
+    pub out: &'a mut [f32],
+    pub out_stride: usize,
+}
+
+/// `job` in tiles of `R` rows × `T` tokens; the rows and tokens left over at the edges run as
+/// 1-row or 1-token tiles. Each group of `R` rows sweeps every token, so its weights stay in L1
+/// while the activations stream from L2.
+///
+/// # Safety
+/// `K`'s CPU features are available; `job`'s lengths were checked by `gemm`.
+#[inline(always)]
+pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) {
+    const CHECKED: &str = "gemm checked the lengths";
+    let w: &[K::W] = cast_blocks(job.w).expect(CHECKED);
+    let a: &[K::A] = cast_blocks(job.acts).expect(CHECKED);
+    let nb = w.len() / job.n_rows;
+    assert_eq!(a.len(), nb * job.n_tok, "{CHECKED}");
+    let mut m = Mat {
+        w,
+        a,
+        nb,
+        out: job.out,
+        stride: job.out_stride,
+    };
+    let (n_rows, n_tok) = (job.n_rows, job.n_tok);
+    let (rows_tiled, toks_tiled) = (n_rows / R * R, n_tok / T * T);
+    for r in (0..rows_tiled).step_by(R) {
+        for t in (0..toks_tiled).step_by(T) {
+            tile::<K, R, T>(&mut m, r, t);
+        }
+        for t in toks_tiled..n_tok {
+            tile::<K, R, 1>(&mut m, r, t);
+        }
+    }
+    for r in rows_tiled..n_rows {
+        for t in (0..toks_tiled).step_by(T) {
+            tile::<K, 1, T>(&mut m, r, t);
+        }
+        for t in toks_tiled..n_tok {
+            tile::<K, 1, 1>(&mut m, r, t);
+        }
+    }
+}
+
+/// The blocks of a job: `nb` blocks per row and per token.
+struct Mat<'a, W, A> {
+    w: &'a [W],
+    a: &'a [A],
+    nb: usize,
+    out: &'a mut [f32],
+    stride: usize,
+}
+
+/// Rows `r0..r0 + R` × tokens `t0..t0 + T`.
+#[inline(always)]
+unsafe fn tile<K: Tile, const R: usize, const T: usize>(
+    m: &mut Mat<'_, K::W, K::A>,
+    r0: usize,
+    t0: usize,
+) {
+    let nb = m.nb;
+    let rows: [&[K::W]; R] = array::from_fn(|i| &m.w[(r0 + i) * nb..(r0 + i + 1) * nb]);
+    let toks: [&[K::A]; T] = array::from_fn(|j| &m.a[(t0 + j) * nb..(t0 + j + 1) * nb]);
+    let n_steps = nb / K::STEP;
+    // The kernels' two FMA chains never mix before `finish`, so each runs over the whole row in
+    // turn: the same per-lane operations in the same order, with half the live accumulators.
+    let mut chains = [[[K::zero(); T]; R]; 2];
+    for (c, chain) in chains.iter_mut().enumerate().take(K::CHAINS) {
+        let mut acc = [[K::zero(); T]; R];
+        let mut s = c;
+        while s < n_steps {
+            // `at + STEP <= nb`: every pointer below stays inside its row or token slice.
+            let at = s * K::STEP;
+            // No closures here: a closure would not inherit the caller's target features.
+            let mut prep = [K::prep(toks[0].as_ptr().add(at)); T];
+            for j in 1..T {
+                prep[j] = K::prep(toks[j].as_ptr().add(at));
+            }
+            for i in 0..R {
+                let dec = K::decode(rows[i].as_ptr().add(at));
+                for j in 0..T {
+                    acc[i][j] = K::step(acc[i][j], &dec, &prep[j]);
+                }
+            }
+            s += K::CHAINS;
+        }
+        *chain = acc;
+    }
+    let tail = n_steps * K::STEP;
+    for j in 0..T {
+        let out = &mut m.out[(t0 + j) * m.stride + r0..][..R];
+        for i in 0..R {
+            let acc = [chains[0][i][j], chains[1][i][j]];
+            out[i] = K::finish(acc, &rows[i][tail..], &toks[j][tail..]);
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! AVX2 tiles (also AVX-VNNI): the kernels of `dot/x86/avx2`, generic over the integer dot
+//! [`IntDot`], cut where the weight decode and the activation preparation end. Same integer sums
+//! per lane, same f32 products, FMA chains and reductions, so each (row, token) result is
+//! bit-identical to `vec_dot` on the same path.
+
+use std::arch::x86_64::*;
+use std::marker::PhantomData;
+
+use super::super::tile::{run, Job, Tile};
+use crate::dot::x86::avx2::k_quants::{scales_mins_k4, AffineK};
+use crate::dot::x86::avx2::legacy::{Affine, Signed};
+use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps, hsum_ps128, load32, nibbles32, IntDot};
+use crate::iq4::BlockIQ4_XS;
+use crate::iq_tables::KVALUES_IQ4NL;
+use crate::k_quants::{BlockQ4_K, BlockQ5_K, BlockQ6_K};
+use crate::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
+use crate::q8_k::BlockQ8_K;
+use crate::{Block, BlockIQ4_NL, GgmlType};
+
+/// The tiled types on this path; `false` (nothing written) for the others.
+///
+/// # Safety
+/// AVX2, FMA, F16C and `M`'s instructions are available; lengths checked by `gemm`.
+#[inline(always)]
+pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
+    use GgmlType as T;
+    match ty {
+        T::Q4_0 => run::<Symmetric<BlockQ4_0, M>, 3, 4>(job),
+        T::Q5_0 => run::<Symmetric<BlockQ5_0, M>, 3, 4>(job),
+        T::Q8_0 => run::<Symmetric<BlockQ8_0, M>, 2, 3>(job),
+        T::IQ4_NL => run::<Symmetric<BlockIQ4_NL, M>, 3, 4>(job),
+        T::Q4_1 => run::<AffineTile<BlockQ4_1, M>, 3, 2>(job),
+        T::Q5_1 => run::<AffineTile<BlockQ5_1, M>, 3, 2>(job),
+        T::Q4_K => run::<AffineKTile<BlockQ4_K, M>, 2, 2>(job),
+        T::Q5_K => run::<AffineKTile<BlockQ5_K, M>, 4, 4>(job),
+        T::Q6_K => run::<Q6K<M>, 4, 4>(job),
+        T::IQ4_XS => run::<IQ4XS<M>, 4, 4>(job),
+        _ => return false,
+    }
+    true
+}
+
+/// Q4_0, Q5_0, Q8_0, IQ4_NL against Q8_0: one block per step, two chains.
+pub(super) struct Symmetric<X, M>(PhantomData<(X, M)>);
+
+impl<X: Signed + Block, M: IntDot> Tile for Symmetric<X, M> {
+    type W = X;
+    type A = BlockQ8_0;
+    const STEP: usize = 1;
+    const CHAINS: usize = 2;
+    /// `|x|`, `x` (for its signs), `[d_x, ..]`.
+    type Dec = (__m256i, __m256i, __m128);
+    /// Quants, `[d_y, ..]`.
+    type Prep = (__m256i, __m128);
+    type Acc = __m256;
+
+    #[inline(always)]
+    unsafe fn decode(w: *const X) -> Self::Dec {
+        let x = (*w).quants();
+        (_mm256_sign_epi8(x, x), x, f16x4(block_ptr(&*w)))
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_0) -> Self::Prep {
+        (load32((*a).qs.as_ptr()), f16x4(block_ptr(&*a)))
+    }
+    #[inline(always)]
+    unsafe fn zero() -> __m256 {
+        _mm256_setzero_ps()
+    }
+    #[inline(always)]
+    unsafe fn step(acc: __m256, w: &Self::Dec, a: &Self::Prep) -> __m256 {
+        let sum = M::dot_u8i8(_mm256_setzero_si256(), w.0, _mm256_sign_epi8(a.0, w.1));
+        let d = _mm_mul_ps(w.2, a.1);
+        _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm256_cvtepi32_ps(sum), acc)
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [__m256; 2], _: &[X], _: &[BlockQ8_0]) -> f32 {
+        hsum_ps(_mm256_add_ps(acc[0], acc[1]))
+    }
+}
+
+/// Q4_1 and Q5_1 against Q8_1: one block per step, two chains.
+pub(super) struct AffineTile<X, M>(PhantomData<(X, M)>);
+
+impl<X: Affine + Block, M: IntDot> Tile for AffineTile<X, M> {
+    type W = X;
+    type A = BlockQ8_1;
+    const STEP: usize = 1;
+    const CHAINS: usize = 2;
+    /// Quants, `[d, m, ..]`.
+    type Dec = (__m256i, __m128);
+    /// Quants, `[d, s, ..]`.
+    type Prep = (__m256i, __m128);
+    /// Products; the minimum terms (lane 1).
+    type Acc = (__m256, __m128);
+
+    #[inline(always)]
+    unsafe fn decode(w: *const X) -> Self::Dec {
+        ((*w).quants(), f16x4(block_ptr(&*w)))
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_1) -> Self::Prep {
+        (load32((*a).qs.as_ptr()), f16x4(block_ptr(&*a)))
+    }
+    #[inline(always)]
+    unsafe fn zero() -> Self::Acc {
+        (_mm256_setzero_ps(), _mm_setzero_ps())
+    }
+    #[inline(always)]
+    unsafe fn step(acc: Self::Acc, w: &Self::Dec, a: &Self::Prep) -> Self::Acc {
+        let sum = M::dot_u8i8(_mm256_setzero_si256(), w.0, a.0);
+        let scales = _mm_mul_ps(w.1, a.1);
+        let p = _mm256_fmadd_ps(
+            _mm256_broadcastss_ps(scales),
+            _mm256_cvtepi32_ps(sum),
+            acc.0,
+        );
+        (p, _mm_add_ps(acc.1, scales))
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [Self::Acc; 2], _: &[X], _: &[BlockQ8_1]) -> f32 {
+        let mins = _mm_add_ps(acc[0].1, acc[1].1);
+        hsum_ps(_mm256_add_ps(acc[0].0, acc[1].0)) + _mm_cvtss_f32(_mm_movehdup_ps(mins))
+    }
+}
+
+/// Q4_K and Q5_K against Q8_K.
+pub(super) struct AffineKTile<X, M>(PhantomData<(X, M)>);
+
+impl<X: AffineK + Block, M: IntDot> Tile for AffineKTile<X, M> {
+    type W = X;
+    type A = BlockQ8_K;
+    const STEP: usize = 1;
+    const CHAINS: usize = 1;
+    /// Quants of the 8 sub-blocks, their scales as i16 lanes, the mins as i16, `[d, dmin, ..]`.
+    type Dec = ([__m256i; 8], [__m256i; 8], __m128i, __m128);
+    /// Quants, pair sums of `bsums`, `d_y` in every lane.
+    type Prep = (*const i8, __m128i, __m128);
+    /// Products; minimum terms.
+    type Acc = (__m256, __m128);
+
+    #[inline(always)]
+    unsafe fn decode(w: *const X) -> Self::Dec {
+        let x = &*w;
+        let (scales, mins) = scales_mins_k4(x.packed_scales());
+        let scales8 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(scales as i64));
+        let scales16 = _mm256_broadcastsi128_si256(scales8);
+        let mut q = [_mm256_setzero_si256(); 8];
+        let mut sc = [_mm256_setzero_si256(); 8];
+        for c in 0..4 {
+            (q[2 * c], q[2 * c + 1]) = x.quants(c);
+        }
+        for (g, sc) in sc.iter_mut().enumerate() {
+            let pick = _mm256_set1_epi16(i16::from_le_bytes([2 * g as u8, 2 * g as u8 + 1]));
+            *sc = _mm256_shuffle_epi8(scales16, pick);
+        }
+        let mins16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mins as i64));
+        (q, sc, mins16, f16x4(block_ptr(x)))
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
+        let y = &*a;
+        let bsums = load32(y.bsums.as_ptr());
+        let pairs = _mm_hadd_epi16(
+            _mm256_castsi256_si128(bsums),
+            _mm256_extracti128_si256::<1>(bsums),
+        );
+        (y.qs.as_ptr(), pairs, _mm_set1_ps(y.scale()))
+    }
+    #[inline(always)]
+    unsafe fn zero() -> Self::Acc {
+        (_mm256_setzero_ps(), _mm_setzero_ps())
+    }
+    #[inline(always)]
+    unsafe fn step(acc: Self::Acc, w: &Self::Dec, a: &Self::Prep) -> Self::Acc {
+        let mut sum = _mm256_setzero_si256();
+        for g in 0..8 {
+            let p = _mm256_maddubs_epi16(w.0[g], load32(a.0.add(32 * g)));
+            sum = M::madd_i16(sum, p, w.1[g]);
+        }
+        let d = _mm_mul_ps(w.3, a.2);
+        let p = _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm256_cvtepi32_ps(sum), acc.0);
+        let dmin = _mm_permute_ps::<0b01_01_01_01>(d);
+        let min_terms = _mm_madd_epi16(w.2, a.1);
+        (p, _mm_fmadd_ps(dmin, _mm_cvtepi32_ps(min_terms), acc.1))
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [Self::Acc; 2], _: &[X], _: &[BlockQ8_K]) -> f32 {
+        hsum_ps(acc[0].0) - hsum_ps128(acc[0].1)
+    }
+}
+
+/// Q6_K against Q8_K.
+pub(super) struct Q6K<M>(PhantomData<M>);
+
+impl<M: IntDot> Tile for Q6K<M> {
+    type W = BlockQ6_K;
+    type A = BlockQ8_K;
+    const STEP: usize = 1;
+    const CHAINS: usize = 1;
+    /// Quants `q + 32` of each 32 elements, their scales as i16, the 16 scales as i16, `d`.
+    type Dec = ([__m256i; 8], [__m256i; 8], __m256i, f32);
+    /// Quants, `bsums`, `d_y`.
+    type Prep = (*const i8, __m256i, f32);
+    type Acc = __m256;
+
+    #[inline(always)]
+    unsafe fn decode(w: *const BlockQ6_K) -> Self::Dec {
+        let x = &*w;
+        let (low4, low2) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x03));
+        let scales = _mm_loadu_si128(x.scales.as_ptr().cast());
+        let mut q = [_mm256_setzero_si256(); 8];
+        let mut sc = [_mm256_setzero_si256(); 8];
+        for c in 0..2 {
+            let ql0 = load32(x.ql.as_ptr().add(64 * c));
+            let ql1 = load32(x.ql.as_ptr().add(64 * c + 32));
+            let qh = load32(x.qh.as_ptr().add(32 * c));
+            let low = [
+                _mm256_and_si256(ql0, low4),
+                _mm256_and_si256(ql1, low4),
+                _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+            ];
+            let high = [
+                _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4),
+            ];
+            for t in 0..4 {
+                q[4 * c + t] = _mm256_or_si256(low[t], high[t]);
+                // Elements 0..16 belong to sub-block 8c + 2t, 16..32 to the next one.
+                let k = (8 * c + 2 * t) as i64;
+                let pick =
+                    _mm_set_epi64x((k + 1) * 0x0101_0101_0101_0101, k * 0x0101_0101_0101_0101);
+                sc[4 * c + t] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, pick));
+            }
+        }
+        (q, sc, _mm256_cvtepi8_epi16(scales), f16(x.d))
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
+        let y = &*a;
+        (y.qs.as_ptr(), load32(y.bsums.as_ptr()), y.scale())
+    }
+    #[inline(always)]
+    unsafe fn zero() -> __m256 {
+        _mm256_setzero_ps()
+    }
+    #[inline(always)]
+    unsafe fn step(acc: __m256, w: &Self::Dec, a: &Self::Prep) -> __m256 {
+        // The quants are stored as q + 32 (0..=63): Σ sc (q + 32) y - 32 Σ sc bsum.
+        let offset = _mm256_madd_epi16(a.1, w.2);
+        let mut sum = _mm256_setzero_si256();
+        for i in 0..8 {
+            let p = _mm256_maddubs_epi16(w.0[i], load32(a.0.add(32 * i)));
+            sum = M::madd_i16(sum, p, w.1[i]);
+        }
+        let sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(offset, 5));
+        let d = _mm256_set1_ps(a.2 * w.3);
+        _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc)
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [__m256; 2], _: &[BlockQ6_K], _: &[BlockQ8_K]) -> f32 {
+        hsum_ps(acc[0])
+    }
+}
+
+/// IQ4_XS against Q8_K.
+pub(super) struct IQ4XS<M>(PhantomData<M>);
+
+impl<M: IntDot> Tile for IQ4XS<M> {
+    type W = BlockIQ4_XS;
+    type A = BlockQ8_K;
+    const STEP: usize = 1;
+    const CHAINS: usize = 1;
+    /// Table values `v` of the 8 sub-blocks, `|v|`, the sub-block scales as i16, `[d, ..]`.
+    type Dec = ([__m256i; 8], [__m256i; 8], [i16; 8], __m128);
+    /// Quants, `[d_y, ..]`.
+    type Prep = (*const i8, __m128);
+    type Acc = __m256;
+
+    #[inline(always)]
+    unsafe fn decode(w: *const BlockIQ4_XS) -> Self::Dec {
+        let x = &*w;
+        let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
+        let mut v = [_mm256_setzero_si256(); 8];
+        let mut av = [_mm256_setzero_si256(); 8];
+        let mut sc = [0i16; 8];
+        for ib in 0..8 {
+            let codes = nibbles32(x.qs[16 * ib..16 * ib + 16].try_into().unwrap());
+            v[ib] = _mm256_shuffle_epi8(table, codes);
+            av[ib] = _mm256_sign_epi8(v[ib], v[ib]);
+            sc[ib] = x.scale(ib) as i16;
+        }
+        (v, av, sc, f16x4(block_ptr(x)))
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
+        let y = &*a;
+        (y.qs.as_ptr(), _mm_set_ss(y.scale()))
+    }
+    #[inline(always)]
+    unsafe fn zero() -> __m256 {
+        _mm256_setzero_ps()
+    }
+    #[inline(always)]
+    unsafe fn step(acc: __m256, w: &Self::Dec, a: &Self::Prep) -> __m256 {
+        let mut sum = _mm256_setzero_si256();
+        for ib in 0..8 {
+            let sy = _mm256_sign_epi8(load32(a.0.add(32 * ib)), w.0[ib]);
+            let scale = _mm256_set1_epi16(w.2[ib]);
+            sum = M::madd_i16(sum, _mm256_maddubs_epi16(w.1[ib], sy), scale);
+        }
+        let d = _mm_mul_ss(w.3, a.1);
+        _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm256_cvtepi32_ps(sum), acc)
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [__m256; 2], _: &[BlockIQ4_XS], _: &[BlockQ8_K]) -> f32 {
+        hsum_ps(acc[0])
+    }
+}

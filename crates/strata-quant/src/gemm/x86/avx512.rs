@@ -1,0 +1,411 @@
+//! AVX-512 tiles: the kernels of `dot/x86/avx512`, cut at the point where the weight decode and
+//! the activation preparation end. Same integer sums per lane, same f32 products, FMA chains and
+//! reductions, so each (row, token) result is bit-identical to `vec_dot` on this path.
+
+use std::arch::x86_64::*;
+use std::marker::PhantomData;
+
+use super::super::tile::{run, Job, Tile};
+use crate::dot::x86::avx2::k_quants::scales_mins_k4;
+use crate::dot::x86::avx2::legacy as avx2;
+use crate::dot::x86::avx512::k_quants::{load_pair, scale_pick, AffineK};
+use crate::dot::x86::avx512::legacy::{Affine, Offset};
+use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps128, Avx512Vnni};
+use crate::iq4::BlockIQ4_XS;
+use crate::iq_tables::KVALUES_IQ4NL;
+use crate::k_quants::{BlockQ4_K, BlockQ5_K, BlockQ6_K};
+use crate::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
+use crate::q8_k::BlockQ8_K;
+use crate::{BlockIQ4_NL, GgmlType};
+
+/// The tiled types on this path; `false` (nothing written) for the others.
+///
+/// # Safety
+/// AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C are available; lengths checked by `gemm`.
+#[inline(always)]
+pub(super) unsafe fn gemm(ty: GgmlType, job: Job<'_>) -> bool {
+    use GgmlType as T;
+    match ty {
+        T::Q4_0 => run::<Symmetric<BlockQ4_0>, 4, 4>(job),
+        T::Q5_0 => run::<Symmetric<BlockQ5_0>, 4, 4>(job),
+        T::Q8_0 => run::<Symmetric<BlockQ8_0>, 4, 4>(job),
+        T::IQ4_NL => run::<Symmetric<BlockIQ4_NL>, 4, 4>(job),
+        T::Q4_1 => run::<AffinePair<BlockQ4_1>, 2, 4>(job),
+        T::Q5_1 => run::<AffinePair<BlockQ5_1>, 2, 4>(job),
+        T::Q4_K => run::<AffineKTile<BlockQ4_K>, 2, 2>(job),
+        T::Q5_K => run::<AffineKTile<BlockQ5_K>, 4, 4>(job),
+        T::Q6_K => run::<Q6K, 4, 4>(job),
+        T::IQ4_XS => run::<IQ4XS, 4, 4>(job),
+        _ => return false,
+    }
+    true
+}
+
+/// The f16 fields at the starts of two blocks: lanes `[a0, b0, a1, b1]` (`d` then `m` or `s`).
+#[inline(always)]
+unsafe fn halves_pair<X>(a: *const X, b: *const X) -> __m128 {
+    let (a, b) = (_mm_loadl_epi64(a.cast()), _mm_loadl_epi64(b.cast()));
+    _mm_cvtph_ps(_mm_unpacklo_epi16(a, b))
+}
+
+/// Lanes 0..8 = lane 0 of `s`, lanes 8..16 = lane 1 (the kernels' `spread_pair`).
+#[inline(always)]
+unsafe fn spread_pair(s: __m128) -> __m512 {
+    let idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(s))
+}
+
+/// A symmetric legacy format with its 256-bit kernel for an odd last block.
+pub(super) trait SymmetricTail: Offset + crate::Block {
+    unsafe fn tail(x: &[Self], y: &[BlockQ8_0]) -> f32;
+}
+
+macro_rules! symmetric_tail {
+    ($($block:ty => $kernel:ident),*) => {$(
+        impl SymmetricTail for $block {
+            #[inline(always)]
+            unsafe fn tail(x: &[Self], y: &[BlockQ8_0]) -> f32 {
+                avx2::$kernel::<Avx512Vnni>(x, y)
+            }
+        }
+    )*};
+}
+symmetric_tail!(BlockQ4_0 => q4_0, BlockQ5_0 => q5_0, BlockQ8_0 => q8_0, BlockIQ4_NL => iq4_nl);
+
+/// Q4_0, Q5_0, Q8_0, IQ4_NL against Q8_0: two blocks per step.
+pub(super) struct Symmetric<X>(PhantomData<X>);
+
+impl<X: SymmetricTail> Tile for Symmetric<X> {
+    type W = X;
+    type A = BlockQ8_0;
+    const STEP: usize = 2;
+    const CHAINS: usize = 2;
+    /// Biased quants `x + OFFSET`, the two `d_x`.
+    type Dec = (__m512i, __m128);
+    /// Quants, `-OFFSET Σ y` per lane, the two `d_y`.
+    type Prep = (__m512i, __m512i, __m128);
+    type Acc = __m512;
+
+    #[inline(always)]
+    unsafe fn decode(w: *const X) -> Self::Dec {
+        let (a, b) = (&*w, &*w.add(1));
+        (X::biased_pair(a, b), halves_pair(w, w.add(1)))
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_0) -> Self::Prep {
+        let (ya, yb) = (&*a, &*a.add(1));
+        let y = load_pair(ya.qs.as_ptr(), yb.qs.as_ptr());
+        let offset = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(X::OFFSET), y);
+        let neg = _mm512_sub_epi32(_mm512_setzero_si512(), offset);
+        (y, neg, halves_pair(a, a.add(1)))
+    }
+    #[inline(always)]
+    unsafe fn zero() -> __m512 {
+        _mm512_setzero_ps()
+    }
+    #[inline(always)]
+    unsafe fn step(acc: __m512, w: &Self::Dec, a: &Self::Prep) -> __m512 {
+        // Σ (x + off) y - off Σ y, exact in i32 like the kernel's two `vpdpbusd`.
+        let sum = _mm512_dpbusd_epi32(a.1, w.0, a.0);
+        let d = spread_pair(_mm_mul_ps(w.1, a.2));
+        _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sum), acc)
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [__m512; 2], w: &[X], a: &[BlockQ8_0]) -> f32 {
+        _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) + X::tail(w, a)
+    }
+}
+
+/// An affine legacy format with its 256-bit kernel for an odd last block.
+pub(super) trait AffineTail: Affine + crate::Block {
+    unsafe fn tail(x: &[Self], y: &[BlockQ8_1]) -> f32;
+}
+
+impl AffineTail for BlockQ4_1 {
+    #[inline(always)]
+    unsafe fn tail(x: &[Self], y: &[BlockQ8_1]) -> f32 {
+        avx2::q4_1::<Avx512Vnni>(x, y)
+    }
+}
+
+impl AffineTail for BlockQ5_1 {
+    #[inline(always)]
+    unsafe fn tail(x: &[Self], y: &[BlockQ8_1]) -> f32 {
+        avx2::q5_1::<Avx512Vnni>(x, y)
+    }
+}
+
+/// Q4_1 and Q5_1 against Q8_1: two blocks per step.
+pub(super) struct AffinePair<X>(PhantomData<X>);
+
+impl<X: AffineTail> Tile for AffinePair<X> {
+    type W = X;
+    type A = BlockQ8_1;
+    const STEP: usize = 2;
+    const CHAINS: usize = 2;
+    /// Quants; `[d_a, d_b, m_a, m_b]`.
+    type Dec = (__m512i, __m128);
+    /// Quants; `[d_a, d_b, s_a, s_b]`.
+    type Prep = (__m512i, __m128);
+    /// Products; the kernel's minimum terms (lanes 2, 3).
+    type Acc = (__m512, __m128);
+
+    #[inline(always)]
+    unsafe fn decode(w: *const X) -> Self::Dec {
+        (X::quants_pair(&*w, &*w.add(1)), halves_pair(w, w.add(1)))
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_1) -> Self::Prep {
+        let y = load_pair((*a).qs.as_ptr(), (*a.add(1)).qs.as_ptr());
+        (y, halves_pair(a, a.add(1)))
+    }
+    #[inline(always)]
+    unsafe fn zero() -> Self::Acc {
+        (_mm512_setzero_ps(), _mm_setzero_ps())
+    }
+    #[inline(always)]
+    unsafe fn step(acc: Self::Acc, w: &Self::Dec, a: &Self::Prep) -> Self::Acc {
+        let sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.0, a.0);
+        let scales = _mm_mul_ps(w.1, a.1);
+        let p = _mm512_fmadd_ps(spread_pair(scales), _mm512_cvtepi32_ps(sum), acc.0);
+        (p, _mm_add_ps(acc.1, scales))
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [Self::Acc; 2], w: &[X], a: &[BlockQ8_1]) -> f32 {
+        let mins = _mm_add_ps(acc[0].1, acc[1].1);
+        let mins = _mm_add_ss(
+            _mm_movehl_ps(mins, mins),
+            _mm_movehdup_ps(_mm_movehl_ps(mins, mins)),
+        );
+        _mm512_reduce_add_ps(_mm512_add_ps(acc[0].0, acc[1].0))
+            + _mm_cvtss_f32(mins)
+            + X::tail(w, a)
+    }
+}
+
+/// Q4_K and Q5_K against Q8_K.
+pub(super) struct AffineKTile<X>(PhantomData<X>);
+
+impl<X: AffineK + crate::Block> Tile for AffineKTile<X> {
+    type W = X;
+    type A = BlockQ8_K;
+    const STEP: usize = 1;
+    const CHAINS: usize = 1;
+    /// Quants (k = 0 lo, hi, k = 1 lo, hi), their scales as i16, the mins as i16,
+    /// `[d, dmin, ..]`.
+    type Dec = ([__m512i; 4], [__m512i; 4], __m128i, __m128);
+    /// Activation pairs in the quants' order, pair sums of `bsums`, `d_y` in every lane.
+    type Prep = ([__m512i; 4], __m128i, __m128);
+    /// Products; minimum terms.
+    type Acc = (__m512, __m128);
+
+    #[inline(always)]
+    unsafe fn decode(w: *const X) -> Self::Dec {
+        let x = &*w;
+        let (scales, mins) = scales_mins_k4(x.packed_scales());
+        let sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(scales as i64)));
+        let (lo0, hi0) = x.quants(0);
+        let (lo1, hi1) = x.quants(1);
+        let mut sc = [sc16; 4];
+        for (k, sc) in sc.iter_mut().enumerate() {
+            // Sub-blocks (4k', 4k' + 2) then (4k' + 1, 4k' + 3) for k' = k / 2.
+            let g = 4 * (k / 2) + k % 2;
+            *sc = _mm512_shuffle_epi8(sc16, scale_pick(g, g + 2));
+        }
+        (
+            [lo0, hi0, lo1, hi1],
+            sc,
+            _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mins as i64)),
+            f16x4(block_ptr(x)),
+        )
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
+        let y = &*a;
+        let yq = y.qs.as_ptr();
+        let bsums = _mm256_loadu_si256(y.bsums.as_ptr().cast());
+        let pairs = _mm_hadd_epi16(
+            _mm256_castsi256_si128(bsums),
+            _mm256_extracti128_si256::<1>(bsums),
+        );
+        (
+            [
+                load_pair(yq, yq.add(64)),
+                load_pair(yq.add(32), yq.add(96)),
+                load_pair(yq.add(128), yq.add(192)),
+                load_pair(yq.add(160), yq.add(224)),
+            ],
+            pairs,
+            _mm_set1_ps(y.scale()),
+        )
+    }
+    #[inline(always)]
+    unsafe fn zero() -> Self::Acc {
+        (_mm512_setzero_ps(), _mm_setzero_ps())
+    }
+    #[inline(always)]
+    unsafe fn step(acc: Self::Acc, w: &Self::Dec, a: &Self::Prep) -> Self::Acc {
+        let mut sum = _mm512_setzero_si512();
+        for i in 0..4 {
+            sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(w.0[i], a.0[i]), w.1[i]);
+        }
+        let d = _mm_mul_ps(w.3, a.2);
+        let p = _mm512_fmadd_ps(_mm512_broadcastss_ps(d), _mm512_cvtepi32_ps(sum), acc.0);
+        let dmin = _mm_permute_ps::<0b01_01_01_01>(d);
+        let min_terms = _mm_madd_epi16(w.2, a.1);
+        (p, _mm_fmadd_ps(dmin, _mm_cvtepi32_ps(min_terms), acc.1))
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [Self::Acc; 2], _: &[X], _: &[BlockQ8_K]) -> f32 {
+        _mm512_reduce_add_ps(acc[0].0) - hsum_ps128(acc[0].1)
+    }
+}
+
+/// Q6_K against Q8_K.
+pub(super) struct Q6K;
+
+impl Tile for Q6K {
+    type W = BlockQ6_K;
+    type A = BlockQ8_K;
+    const STEP: usize = 1;
+    const CHAINS: usize = 1;
+    /// Quants `q + 32` in activation order (64 each), their scales as i16 (4 sub-blocks each),
+    /// the 16 scales as i16, `d`.
+    type Dec = ([__m512i; 4], [__m512i; 4], __m256i, f32);
+    /// Quants, `bsums`, `d_y`.
+    type Prep = (*const i8, __m256i, f32);
+    type Acc = __m512;
+
+    #[inline(always)]
+    unsafe fn decode(w: *const BlockQ6_K) -> Self::Dec {
+        let x = &*w;
+        let (low4, low2) = (_mm512_set1_epi8(0x0f), _mm512_set1_epi8(0x03));
+        let scales = _mm256_broadcastsi128_si256(_mm_loadu_si128(x.scales.as_ptr().cast()));
+        let mut q = [_mm512_setzero_si512(); 4];
+        let mut sc = [_mm512_setzero_si512(); 4];
+        for c in 0..2 {
+            let ql = _mm512_loadu_si512(x.ql.as_ptr().add(64 * c).cast());
+            let qh = _mm256_loadu_si256(x.qh.as_ptr().add(32 * c).cast());
+            let h = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(qh), _mm256_srli_epi16::<2>(qh));
+            q[2 * c] = _mm512_or_si512(
+                _mm512_and_si512(ql, low4),
+                _mm512_slli_epi16::<4>(_mm512_and_si512(h, low2)),
+            );
+            q[2 * c + 1] = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16::<4>(ql), low4),
+                _mm512_slli_epi16::<4>(_mm512_and_si512(_mm512_srli_epi16::<4>(h), low2)),
+            );
+            for half in 0..2 {
+                let k = (8 * c + 4 * half) as i64;
+                let pick = _mm256_set_epi64x(
+                    (k + 3) * 0x0101_0101_0101_0101,
+                    (k + 2) * 0x0101_0101_0101_0101,
+                    (k + 1) * 0x0101_0101_0101_0101,
+                    k * 0x0101_0101_0101_0101,
+                );
+                sc[2 * c + half] = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(scales, pick));
+            }
+        }
+        let sc16 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(scales));
+        (q, sc, sc16, f16(x.d))
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
+        let y = &*a;
+        let bsums = _mm256_loadu_si256(y.bsums.as_ptr().cast());
+        (y.qs.as_ptr(), bsums, y.scale())
+    }
+    #[inline(always)]
+    unsafe fn zero() -> __m512 {
+        _mm512_setzero_ps()
+    }
+    #[inline(always)]
+    unsafe fn step(acc: __m512, w: &Self::Dec, a: &Self::Prep) -> __m512 {
+        // The quants are stored as q + 32 (0..=63): Σ sc (q + 32) y - 32 Σ sc bsum.
+        let offset = _mm256_madd_epi16(a.1, w.2);
+        let mut sum = _mm512_setzero_si512();
+        for i in 0..4 {
+            let yq = _mm512_loadu_si512(a.0.add(64 * i).cast());
+            sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(w.0[i], yq), w.1[i]);
+        }
+        let offset = _mm512_castsi256_si512(_mm256_slli_epi32::<5>(offset));
+        let offset = _mm512_maskz_mov_epi32(0x00ff, offset);
+        let sum = _mm512_sub_epi32(sum, offset);
+        let d = _mm512_set1_ps(a.2 * w.3);
+        _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sum), acc)
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [__m512; 2], _: &[BlockQ6_K], _: &[BlockQ8_K]) -> f32 {
+        _mm512_reduce_add_ps(acc[0])
+    }
+}
+
+/// IQ4_XS against Q8_K.
+pub(super) struct IQ4XS;
+
+impl Tile for IQ4XS {
+    type W = BlockIQ4_XS;
+    type A = BlockQ8_K;
+    const STEP: usize = 1;
+    const CHAINS: usize = 1;
+    /// Table values + 128 of sub-block pairs, their scales, `[d, ..]`.
+    type Dec = ([__m512i; 4], [__m512i; 4], __m128);
+    /// Quants, `-128 Σ y` per lane of each sub-block pair, `d_y` in lane 0.
+    type Prep = (*const i8, [__m512i; 4], __m128);
+    type Acc = __m512;
+
+    #[inline(always)]
+    unsafe fn decode(w: *const BlockIQ4_XS) -> Self::Dec {
+        let x = &*w;
+        let table = _mm512_broadcast_i32x4(_mm_xor_si128(
+            _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()),
+            _mm_set1_epi8(-128),
+        ));
+        let low4 = _mm512_set1_epi8(0x0f);
+        let mut v = [_mm512_setzero_si512(); 4];
+        let mut sc = [_mm512_setzero_si512(); 4];
+        for p in 0..4 {
+            let q = _mm256_loadu_si256(x.qs.as_ptr().add(32 * p).cast());
+            let both =
+                _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q), _mm256_srli_epi16::<4>(q));
+            let ordered = _mm512_shuffle_i64x2::<0b11_01_10_00>(both, both);
+            v[p] = _mm512_shuffle_epi8(table, _mm512_and_si512(ordered, low4));
+            sc[p] = _mm512_inserti64x4::<1>(
+                _mm512_castsi256_si512(_mm256_set1_epi32(x.scale(2 * p))),
+                _mm256_set1_epi32(x.scale(2 * p + 1)),
+            );
+        }
+        (v, sc, f16x4(block_ptr(x)))
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
+        let y = &*a;
+        let bias = _mm512_set1_epi8(-128);
+        let mut neg = [_mm512_setzero_si512(); 4];
+        for (p, neg) in neg.iter_mut().enumerate() {
+            let yq = _mm512_loadu_si512(y.qs.as_ptr().add(64 * p).cast());
+            let off = _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, yq);
+            *neg = _mm512_sub_epi32(_mm512_setzero_si512(), off);
+        }
+        (y.qs.as_ptr(), neg, _mm_set_ss(y.scale()))
+    }
+    #[inline(always)]
+    unsafe fn zero() -> __m512 {
+        _mm512_setzero_ps()
+    }
+    #[inline(always)]
+    unsafe fn step(acc: __m512, w: &Self::Dec, a: &Self::Prep) -> __m512 {
+        let mut sum = _mm512_setzero_si512();
+        for p in 0..4 {
+            let yq = _mm512_loadu_si512(a.0.add(64 * p).cast());
+            let sub = _mm512_dpbusd_epi32(a.1[p], w.0[p], yq);
+            sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(sub, w.1[p]));
+        }
+        let d = _mm_mul_ss(w.2, a.2);
+        _mm512_fmadd_ps(_mm512_broadcastss_ps(d), _mm512_cvtepi32_ps(sum), acc)
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [__m512; 2], _: &[BlockIQ4_XS], _: &[BlockQ8_K]) -> f32 {
+        _mm512_reduce_add_ps(acc[0])
+    }
+}

@@ -1,0 +1,44 @@
+//! x86-64 GEMM tiles: one `#[target_feature]` entry point per path of `dot/x86`, each
+//! instantiating the tile kernels of that path so every intrinsic inlines into code compiled for
+//! its instruction set.
+//!
+//! Each tile mirrors one `vec_dot` kernel in `dot/x86` (its lane layout, FMA chains and
+//! reduction): a change to such a kernel needs the same change to its tile here, or
+//! tests/gemm.rs fails (bit-identity per path).
+
+mod avx2;
+mod avx512;
+
+use super::tile::Job;
+use crate::dot::x86::{AvxVnni, Madd};
+use strata_gguf::GgmlType;
+
+macro_rules! entry_point {
+    ($name:ident, $features:literal, |$ty:ident, $job:ident| $body:expr) => {
+        /// `gemm` on this path; `false` (nothing written) when `ty` has no tile kernel here.
+        ///
+        /// # Safety
+        /// The CPU supports every feature in the `target_feature` list; `gemm` checked the
+        /// lengths of `job`.
+        #[target_feature(enable = $features)]
+        pub(crate) unsafe fn $name($ty: GgmlType, $job: Job<'_>) -> bool {
+            $body
+        }
+    };
+}
+
+entry_point!(gemm_avx2, "avx2,fma,f16c", |ty, job| avx2::gemm::<Madd>(
+    ty, job
+));
+
+entry_point!(
+    gemm_avxvnni,
+    "avx2,fma,f16c,avxvnni",
+    |ty, job| avx2::gemm::<AvxVnni>(ty, job)
+);
+
+entry_point!(
+    gemm_avx512,
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    |ty, job| avx512::gemm(ty, job)
+);

@@ -1,0 +1,237 @@
+//! `gemm` against `vec_dot`: for every weight type with an activation kernel and every
+//! instruction-set path this CPU has, each (row, token) entry is bit-identical to `vec_dot_on`
+//! the same path, on tile-unfriendly shapes (row and token counts that are not multiples of the
+//! tile, odd block counts, output strides wider than the row count), random and edge data.
+
+mod common;
+
+use common::Rng;
+use strata_quant::{
+    f32_to_f16, gemm, gemm_on, quantize, vec_dot_on, vec_dot_type, GgmlType, Isa, QuantError,
+};
+
+fn paths() -> Vec<Isa> {
+    let (have, lack): (Vec<Isa>, Vec<Isa>) =
+        Isa::ALL.into_iter().partition(|isa| isa.is_available());
+    if !lack.is_empty() {
+        eprintln!("skipping paths this CPU lacks: {lack:?}");
+    }
+    have
+}
+
+fn vec_dot_types() -> impl Iterator<Item = GgmlType> {
+    strata_gguf::ALL_TYPES
+        .into_iter()
+        .filter(|&ty| vec_dot_type(ty).is_some())
+}
+
+/// Byte offsets of the f16 scale fields in a block of `ty`.
+fn f16_fields(ty: GgmlType) -> &'static [usize] {
+    use GgmlType as T;
+    match ty {
+        T::Q4_1 | T::Q5_1 | T::Q4_K | T::Q5_K => &[0, 2],
+        T::Q2_K => &[80, 82],
+        T::Q3_K => &[108],
+        T::Q6_K => &[208],
+        T::IQ1_M => &[],
+        _ => &[0],
+    }
+}
+
+/// How the weight bytes and f16 scale fields are filled.
+#[derive(Clone, Copy, Debug)]
+enum Weights {
+    /// Random bytes, scales spread over 2^-10 .. 2^2, either sign.
+    Random,
+    /// Every byte `fill`, every scale field `scale`.
+    Edge { fill: u8, scale: f32 },
+}
+
+fn weight_rows(rng: &mut Rng, ty: GgmlType, n_rows: usize, n: usize, how: Weights) -> Vec<u8> {
+    let size = ty.type_size();
+    let blocks = n_rows * n / ty.block_size();
+    let mut w: Vec<u8> = (0..blocks * size)
+        .map(|_| match how {
+            Weights::Random => rng.next_u64() as u8,
+            Weights::Edge { fill, .. } => fill,
+        })
+        .collect();
+    for block in w.chunks_exact_mut(size) {
+        for &at in f16_fields(ty) {
+            let v = match how {
+                Weights::Random => {
+                    let sign = if rng.next_u64() & 1 == 0 { 1.0 } else { -1.0 };
+                    sign * 2f32.powf(rng.uniform() as f32 * 12.0 - 10.0)
+                }
+                Weights::Edge { scale, .. } => scale,
+            };
+            block[at..at + 2].copy_from_slice(&f32_to_f16(v).to_le_bytes());
+        }
+    }
+    w
+}
+
+/// Activation rows of one of several kinds, quantized to `vec_dot_type(ty)`.
+fn act_rows(rng: &mut Rng, ty: GgmlType, n_tok: usize, n: usize, kind: usize) -> Vec<u8> {
+    let act_ty = vec_dot_type(ty).unwrap();
+    let row_bytes = act_ty.row_bytes(n as u64).unwrap() as usize;
+    let mut acts = vec![0u8; n_tok * row_bytes];
+    for (t, dst) in acts.chunks_exact_mut(row_bytes).enumerate() {
+        let x: Vec<f32> = match (kind + t) % 6 {
+            0 => rng.normals(n, 1.0),
+            1 => rng.normals(n, 300.0),
+            // All quants ±127: the largest products.
+            2 => (0..n)
+                .map(|i| if i % 3 == 0 { -5.0 } else { 5.0 })
+                .collect(),
+            3 => vec![-1e4; n],
+            4 => vec![0.0; n],
+            _ => (0..n)
+                .map(|i| if i % 97 == 0 { 1e3 } else { rng.normal() })
+                .collect(),
+        };
+        quantize(act_ty, &x, dst).unwrap();
+    }
+    acts
+}
+
+/// Runs `gemm_on` and checks every entry against `vec_dot_on` bit for bit, and that the
+/// entries outside the output rows are untouched.
+#[allow(clippy::too_many_arguments)]
+fn check(
+    isa: Isa,
+    ty: GgmlType,
+    w: &[u8],
+    n_rows: usize,
+    acts: &[u8],
+    n_tok: usize,
+    stride: usize,
+    what: &str,
+) {
+    const UNTOUCHED: f32 = 12345.5;
+    let mut out = vec![UNTOUCHED; (n_tok - 1) * stride + n_rows + 3];
+    gemm_on(isa, ty, w, n_rows, acts, n_tok, &mut out, stride).unwrap();
+    let (wrb, arb) = (w.len() / n_rows, acts.len() / n_tok);
+    for t in 0..n_tok {
+        for r in 0..n_rows {
+            let want = vec_dot_on(isa, ty, &w[r * wrb..][..wrb], &acts[t * arb..][..arb]).unwrap();
+            let got = out[t * stride + r];
+            assert!(
+                got.to_bits() == want.to_bits(),
+                "{ty} on {isa}, {what}: row {r} token {t}: gemm {got} ({:#x}), vec_dot {want} \
+                 ({:#x})",
+                got.to_bits(),
+                want.to_bits()
+            );
+        }
+        let gap_end = ((t + 1) * stride).min(out.len());
+        for (i, v) in out[t * stride + n_rows..gap_end].iter().enumerate() {
+            assert_eq!(
+                *v, UNTOUCHED,
+                "{ty} on {isa}, {what}: token {t} wrote past row {i}"
+            );
+        }
+    }
+}
+
+/// (rows, tokens, blocks per row, output stride): odd and tile-sized shapes.
+const SHAPES: [(usize, usize, usize, usize); 7] = [
+    (1, 1, 1, 1),
+    (4, 4, 2, 4),
+    (5, 7, 3, 9),
+    (9, 6, 8, 12),
+    (3, 9, 5, 3),
+    (8, 8, 4, 11),
+    (13, 5, 16, 13),
+];
+
+#[test]
+fn gemm_matches_vec_dot_bit_for_bit_on_random_data() {
+    let paths = paths();
+    let mut rng = Rng::new(21);
+    for ty in vec_dot_types() {
+        for (i, &(n_rows, n_tok, blocks, stride)) in SHAPES.iter().enumerate() {
+            let n = blocks * ty.block_size();
+            let w = weight_rows(&mut rng, ty, n_rows, n, Weights::Random);
+            let acts = act_rows(&mut rng, ty, n_tok, n, i);
+            for &isa in &paths {
+                let what = format!("{n_rows}×{n_tok}×{blocks} blocks, stride {stride}");
+                check(isa, ty, &w, n_rows, &acts, n_tok, stride, &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn gemm_matches_vec_dot_bit_for_bit_on_edge_values() {
+    let paths = paths();
+    let mut rng = Rng::new(22);
+    let fills = [0, 0xff, 0x80, 0x7f, 0x88];
+    // f16 max, min normal, a subnormal, zero, negative.
+    let scales = [65504.0, 6.1035156e-5, 5.9604645e-8, 0.0, -1.0];
+    for ty in vec_dot_types() {
+        let (n_rows, n_tok, blocks, stride) = (5, 6, 3, 7);
+        let n = blocks * ty.block_size();
+        for fill in fills {
+            for scale in scales {
+                let w = weight_rows(&mut rng, ty, n_rows, n, Weights::Edge { fill, scale });
+                let acts = act_rows(&mut rng, ty, n_tok, n, fill as usize);
+                for &isa in &paths {
+                    let what = format!("bytes {fill:#x}, scales {scale}");
+                    check(isa, ty, &w, n_rows, &acts, n_tok, stride, &what);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn gemm_matches_vec_dot_on_model_sized_rows() {
+    let paths = paths();
+    let mut rng = Rng::new(23);
+    for ty in vec_dot_types() {
+        for n in [576, 1536, 4096] {
+            if n % ty.block_size() != 0 {
+                continue;
+            }
+            let w = weight_rows(&mut rng, ty, 6, n, Weights::Random);
+            let acts = act_rows(&mut rng, ty, 5, n, 0);
+            for &isa in &paths {
+                check(isa, ty, &w, 6, &acts, 5, 6, &format!("{n} columns"));
+            }
+        }
+    }
+}
+
+#[test]
+fn gemm_uses_the_best_path() {
+    let mut rng = Rng::new(24);
+    let ty = GgmlType::Q4_K;
+    let w = weight_rows(&mut rng, ty, 6, 512, Weights::Random);
+    let acts = act_rows(&mut rng, ty, 5, 512, 0);
+    let (mut a, mut b) = (vec![0.0f32; 30], vec![0.0f32; 30]);
+    gemm(ty, &w, 6, &acts, 5, &mut a, 6).unwrap();
+    gemm_on(Isa::best(), ty, &w, 6, &acts, 5, &mut b, 6).unwrap();
+    assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+}
+
+#[test]
+fn gemm_rejects_bad_shapes_and_types() {
+    let ty = GgmlType::Q8_0;
+    let (w, acts) = (vec![0u8; 2 * 34], vec![0u8; 3 * 34]);
+    let mut out = vec![0.0f32; 6];
+    assert!(gemm(ty, &w, 2, &acts, 3, &mut out, 2).is_ok());
+    let err = |r: Result<(), QuantError>| matches!(r, Err(QuantError::LengthMismatch { .. }));
+    assert!(err(gemm(ty, &w[..67], 2, &acts, 3, &mut out, 2)));
+    assert!(err(gemm(ty, &w, 2, &acts[..68], 3, &mut out, 2)));
+    assert!(err(gemm(ty, &w, 2, &acts, 3, &mut out[..5], 2)));
+    assert!(err(gemm(ty, &w, 2, &acts, 3, &mut out, 1)));
+    assert!(matches!(
+        gemm(GgmlType::F16, &w, 2, &acts, 3, &mut out, 2),
+        Err(QuantError::Unsupported { .. })
+    ));
+    for isa in Isa::ALL.into_iter().filter(|isa| !isa.is_available()) {
+        let got = gemm_on(isa, ty, &w, 2, &acts, 3, &mut out, 2);
+        assert_eq!(got, Err(QuantError::IsaUnavailable { isa }));
+    }
+}
