@@ -7,6 +7,10 @@ use strata_gguf::Metadata;
 use crate::error::EngineError;
 use crate::ops::rope::{Rope, RopeStyle};
 
+mod ssm;
+
+pub use ssm::SsmConfig;
+
 /// Architectures whose graphs this engine implements (`general.architecture`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arch {
@@ -20,6 +24,9 @@ pub enum Arch {
     Gemma3,
     /// Qwen3-MoE: Qwen3 attention, routed SwiGLU experts in every layer.
     Qwen3Moe,
+    /// Qwen3-Next: Gated DeltaNet layers and gated full-attention layers, routed experts
+    /// plus a gated shared expert in every layer.
+    Qwen3Next,
 }
 
 impl Arch {
@@ -31,6 +38,7 @@ impl Arch {
             "qwen3" => Ok(Arch::Qwen3),
             "gemma3" => Ok(Arch::Gemma3),
             "qwen3moe" => Ok(Arch::Qwen3Moe),
+            "qwen3next" => Ok(Arch::Qwen3Next),
             other => Err(EngineError::UnsupportedArch(other.to_string())),
         }
     }
@@ -43,6 +51,7 @@ impl Arch {
             Arch::Qwen3 => "qwen3",
             Arch::Gemma3 => "gemma3",
             Arch::Qwen3Moe => "qwen3moe",
+            Arch::Qwen3Next => "qwen3next",
         }
     }
 }
@@ -60,6 +69,9 @@ pub struct MoeConfig {
     /// Renormalise the top-k weights to sum 1 (`{arch}.expert_weights_norm`; llama.cpp's
     /// qwen3moe graph always does, whatever the file says).
     pub norm_topk: bool,
+    /// Hidden width of the shared expert (`{arch}.expert_shared_feed_forward_length`), for
+    /// architectures that have one (Qwen3-Next); `None` otherwise.
+    pub n_ff_shexp: Option<usize>,
 }
 
 /// Shapes and constants of one model.
@@ -95,6 +107,8 @@ pub struct ModelConfig {
     pub final_logit_softcap: Option<f32>,
     /// Routed experts, for MoE architectures.
     pub moe: Option<MoeConfig>,
+    /// Gated DeltaNet shapes and the layer pattern, for hybrid architectures (Qwen3-Next).
+    pub ssm: Option<SsmConfig>,
 }
 
 impl ModelConfig {
@@ -106,7 +120,12 @@ impl ModelConfig {
         let a = arch.name();
         let key = |k: &str| format!("{a}.{k}");
         let usize_of = |k: &str| -> Result<usize, EngineError> { Ok(meta.u64(&key(k))? as usize) };
-        let n_layer = usize_of("block_count")?;
+        // block_count includes multi-token-prediction (MTP) draft blocks, which come after the
+        // trunk and are not part of the forward pass (llama.cpp `n_layer_all − n_layer_nextn`).
+        let n_nextn = meta
+            .opt_u64(&key("nextn_predict_layers"))?
+            .map_or(0, |v| v as usize);
+        let n_layer = usize_of("block_count")?.saturating_sub(n_nextn);
         let n_embd = usize_of("embedding_length")?;
         let n_head = usize_of("attention.head_count")?;
         let n_head_kv = meta
@@ -193,7 +212,11 @@ impl ModelConfig {
             }
         }
         let moe = match arch {
-            Arch::Qwen3Moe => Some(moe_config(meta, a, n_ff)?),
+            Arch::Qwen3Moe | Arch::Qwen3Next => Some(moe_config(meta, a, n_ff)?),
+            _ => None,
+        };
+        let ssm = match arch {
+            Arch::Qwen3Next => Some(SsmConfig::from_metadata(meta, a, n_layer)?),
             _ => None,
         };
         Ok(ModelConfig {
@@ -215,12 +238,25 @@ impl ModelConfig {
             embd_scale,
             final_logit_softcap,
             moe,
+            ssm,
         })
     }
 
     /// Elements of one position's K (or V) row: `n_head_kv · head_dim`.
     pub fn kv_row(&self) -> usize {
         self.n_head_kv * self.head_dim
+    }
+
+    /// True if layer `il` is a recurrent (Gated DeltaNet) layer rather than attention.
+    pub fn is_recurrent(&self, il: usize) -> bool {
+        self.ssm.as_ref().is_some_and(|s| s.recurrent[il])
+    }
+
+    /// Layers that keep keys and values: all of them, less the recurrent ones.
+    pub fn n_attn_layers(&self) -> usize {
+        (0..self.n_layer)
+            .filter(|il| !self.is_recurrent(*il))
+            .count()
     }
 }
 
@@ -241,11 +277,15 @@ fn moe_config(meta: &Metadata, a: &str, n_ff: usize) -> Result<MoeConfig, Engine
     let norm_topk = meta
         .opt_bool(&format!("{a}.expert_weights_norm"))?
         .unwrap_or(true);
+    let n_ff_shexp = meta
+        .opt_u64(&format!("{a}.expert_shared_feed_forward_length"))?
+        .map(|v| v as usize);
     Ok(MoeConfig {
         n_expert,
         n_expert_used,
         n_ff_exp,
         norm_topk,
+        n_ff_shexp,
     })
 }
 

@@ -15,7 +15,7 @@ pub enum EngineError {
     #[error("chat template: {0}")]
     ChatTemplate(#[from] crate::chat_template::ChatTemplateError),
     #[error(
-        "architecture '{0}' is not supported (supported: llama, qwen2, qwen3, gemma3, qwen3moe)"
+        "architecture '{0}' is not supported (supported: llama, qwen2, qwen3, gemma3, qwen3moe, qwen3next)"
     )]
     UnsupportedArch(String),
     #[error("tensor '{0}' is missing from the model file")]

@@ -133,8 +133,9 @@ pub fn generate_with(
         .take_while(|(a, b)| a == b)
         .count();
     // At least one prompt token must run to produce logits.
-    let cached = common.min(prompt.len() - 1);
-    session.truncate(cached);
+    session.truncate(common.min(prompt.len() - 1));
+    // A session with recurrent state restarts from 0 instead of rewinding (see `truncate`).
+    let cached = session.pos();
     let mut stats = GenerationStats {
         prompt_tokens: prompt.len(),
         cached_tokens: cached,

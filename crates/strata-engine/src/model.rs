@@ -5,22 +5,30 @@ use std::path::Path;
 use strata_gguf::GgufModel;
 
 use crate::chat_template::ChatTemplate;
-use crate::config::ModelConfig;
+use crate::config::{Arch, ModelConfig};
 use crate::error::EngineError;
 use crate::kv_cache::KvType;
-use crate::models::dense;
+use crate::models::{dense, qwen3next};
 use crate::session::Session;
 use crate::tokenizer::Tokenizer;
-use crate::weights::Weights;
+use crate::weights::{HybridWeights, Weights};
 
 /// Tokens per forward batch of a long prompt (llama.cpp's default `n_ubatch`).
 pub const UBATCH: usize = 512;
+
+/// The weights of one of the graphs this engine runs.
+enum Graph {
+    /// The decoder family of `models::dense` (llama, qwen2, qwen3, gemma3, qwen3moe).
+    Dense(Weights),
+    /// Qwen3-Next (`models::qwen3next`).
+    Hybrid(HybridWeights),
+}
 
 /// A model ready to run. Weights are read in place from the mapped file.
 pub struct Model {
     gguf: &'static GgufModel,
     config: ModelConfig,
-    weights: Weights,
+    weights: Graph,
     tokenizer: Tokenizer,
     chat_template: Option<ChatTemplate>,
 }
@@ -36,7 +44,10 @@ impl Model {
         let gguf: &'static GgufModel = Box::leak(Box::new(GgufModel::open(path)?));
         let meta = gguf.metadata();
         let config = ModelConfig::from_metadata(meta)?;
-        let weights = Weights::load(gguf, &config)?;
+        let weights = match config.arch {
+            Arch::Qwen3Next => Graph::Hybrid(HybridWeights::load(gguf, &config)?),
+            _ => Graph::Dense(Weights::load(gguf, &config)?),
+        };
         let tokenizer = Tokenizer::from_metadata(meta)?;
         let chat_template = match meta.opt_str("tokenizer.chat_template")? {
             Some(src) => {
@@ -142,15 +153,28 @@ impl Model {
 
     fn run_batch(&self, s: &mut Session, tokens: &[u32], all: bool) -> Result<(), EngineError> {
         let pos0 = s.pos();
-        dense::forward_batch(
-            &self.config,
-            &self.weights,
-            &mut s.kv.layers,
-            &mut s.ws,
-            tokens,
-            pos0,
-            all,
-        )?;
+        let cfg = &self.config;
+        match &self.weights {
+            Graph::Dense(w) => {
+                dense::forward_batch(cfg, w, &mut s.kv.layers, &mut s.ws, tokens, pos0, all)?
+            }
+            Graph::Hybrid(w) => {
+                let rec = s
+                    .recurrent
+                    .as_mut()
+                    .expect("sessions of a hybrid model have recurrent state");
+                qwen3next::forward_batch(
+                    cfg,
+                    w,
+                    &mut s.kv.layers,
+                    rec,
+                    &mut s.ws,
+                    tokens,
+                    pos0,
+                    all,
+                )?
+            }
+        }
         s.advance(tokens);
         Ok(())
     }

@@ -1,10 +1,12 @@
-//! Sequence state of one conversation: KV cache, position, and the reusable activation
-//! buffers of the forward pass.
+//! Sequence state of one conversation: KV cache, recurrent (Gated DeltaNet) state, position,
+//! and the reusable activation buffers of the forward pass.
 
 use crate::config::ModelConfig;
 use crate::kv_cache::{KvCache, KvType};
+use crate::models::qwen3next::HybridScratch;
 use crate::ops::linear::Activations;
 use crate::ops::moe::MoeScratch;
+use crate::recurrent_state::RecurrentState;
 
 /// Activation buffers, grown to the largest batch seen and then reused (no allocation
 /// per decoded token).
@@ -31,6 +33,8 @@ pub struct Workspace {
     pub logits: Vec<f32>,
     /// Buffers of the routed-expert FFN (MoE models).
     pub moe: MoeScratch,
+    /// Buffers of the Gated DeltaNet and gated attention layers (Qwen3-Next).
+    pub hybrid: HybridScratch,
 }
 
 impl Workspace {
@@ -53,7 +57,11 @@ impl Workspace {
 
 /// All state of one sequence. `pos` tokens have been processed and are in the cache.
 pub struct Session {
+    /// Keys and values of the attention layers only, in layer order: recurrent layers have
+    /// no entry (so `kv.layers[i]` is the i-th attention layer, not layer i).
     pub kv: KvCache,
+    /// Convolution and DeltaNet state of the recurrent layers, if the model has any.
+    pub recurrent: Option<RecurrentState>,
     pos: usize,
     /// Tokens that produced the cache, in order (length `pos`).
     tokens: Vec<u32>,
@@ -64,7 +72,8 @@ impl Session {
     /// A session of `n_ctx` positions with a `kv_type` cache.
     pub fn new(cfg: &ModelConfig, n_ctx: usize, kv_type: KvType) -> Session {
         Session {
-            kv: KvCache::new(cfg.n_layer, n_ctx, cfg.kv_row(), kv_type),
+            kv: KvCache::new(cfg.n_attn_layers(), n_ctx, cfg.kv_row(), kv_type),
+            recurrent: RecurrentState::new(cfg),
             pos: 0,
             tokens: Vec::with_capacity(n_ctx),
             ws: Workspace::default(),
@@ -87,10 +96,24 @@ impl Session {
     }
 
     /// Forgets every position from `n` on (n ≥ pos is a no-op). Later tokens overwrite them.
+    ///
+    /// A recurrent state cannot be rewound, so for models that have one (Qwen3-Next) any
+    /// `n < pos` empties the session instead: `pos()` becomes 0 and the caller must feed the
+    /// first `n` tokens again. Callers read `pos()` after truncating to know what is kept.
     pub fn truncate(&mut self, n: usize) {
-        if n < self.pos {
-            self.pos = n;
-            self.tokens.truncate(n);
+        if n >= self.pos {
+            return;
+        }
+        match &mut self.recurrent {
+            Some(r) => {
+                r.reset();
+                self.pos = 0;
+                self.tokens.clear();
+            }
+            None => {
+                self.pos = n;
+                self.tokens.truncate(n);
+            }
         }
     }
 

@@ -9,6 +9,10 @@ use crate::error::EngineError;
 use crate::ops::linear::Matrix;
 use crate::ops::moe::{ExpertTensor, MoeWeights};
 
+mod qwen3next;
+
+pub use qwen3next::{DeltaNetWeights, GatedAttnWeights, HybridLayer, HybridWeights, Mixer};
+
 /// Weights of one decoder layer. Optional parts exist only in some architectures.
 pub struct LayerWeights {
     pub attn_norm: Vec<f32>,
@@ -155,6 +159,19 @@ impl Loader<'_> {
         }
     }
 
+    /// The embedding, final norm and LM head (tied to the embedding when `output.weight` is
+    /// absent).
+    fn head(&self) -> Result<(Matrix<'static>, Vec<f32>, Matrix<'static>), EngineError> {
+        let c = self.cfg;
+        let token_embd = self.matrix("token_embd.weight", c.n_embd, c.n_vocab)?;
+        let output = match self.gguf.tensor("output.weight") {
+            Some(_) => self.matrix("output.weight", c.n_embd, c.n_vocab)?,
+            None => token_embd,
+        };
+        let output_norm = self.vector("output_norm.weight", c.n_embd)?;
+        Ok((token_embd, output_norm, output))
+    }
+
     fn layer(&self, il: usize) -> Result<LayerWeights, EngineError> {
         let c = self.cfg;
         let n = |s: &str| format!("blk.{il}.{s}");
@@ -211,17 +228,13 @@ impl Weights {
     /// unsupported ggml type — each naming the tensor.
     pub fn load(gguf: &'static GgufModel, cfg: &ModelConfig) -> Result<Weights, EngineError> {
         let l = Loader { gguf, cfg };
-        let token_embd = l.matrix("token_embd.weight", cfg.n_embd, cfg.n_vocab)?;
-        let output = match gguf.tensor("output.weight") {
-            Some(_) => l.matrix("output.weight", cfg.n_embd, cfg.n_vocab)?,
-            None => token_embd,
-        };
+        let (token_embd, output_norm, output) = l.head()?;
         let layers = (0..cfg.n_layer)
             .map(|il| l.layer(il))
             .collect::<Result<_, _>>()?;
         Ok(Weights {
             token_embd,
-            output_norm: l.vector("output_norm.weight", cfg.n_embd)?,
+            output_norm,
             output,
             layers,
         })

@@ -11,7 +11,7 @@ use crate::kv_cache::LayerKv;
 use crate::ops::activation::{geglu_tanh, swiglu};
 use crate::ops::add_in_place;
 use crate::ops::attention::{attention, AttnShape};
-use crate::ops::linear::matmul;
+use crate::ops::linear::{matmul, Matrix};
 use crate::ops::moe::moe_ffn;
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_in_place};
 use crate::session::Workspace;
@@ -30,7 +30,7 @@ pub fn forward_batch(
 ) -> Result<(), EngineError> {
     let t_n = tokens.len();
     ws.prepare(cfg, t_n);
-    embed(cfg, w, tokens, &mut ws.x)?;
+    embed(cfg, &w.token_embd, tokens, &mut ws.x)?;
     for t in 0..t_n {
         let n_rot = cfg.rope.n_rot;
         cfg.rope
@@ -42,11 +42,16 @@ pub fn forward_batch(
         attention_block(cfg, il, lw, lkv, ws, pos0)?;
         ffn_block(cfg, lw, ws)?;
     }
-    output(cfg, w, ws, t_n, all_logits)
+    output(cfg, &w.output_norm, &w.output, ws, t_n, all_logits)
 }
 
 /// `x[t] = embd_scale · token_embd[tokens[t]]`.
-fn embed(cfg: &ModelConfig, w: &Weights, tokens: &[u32], x: &mut [f32]) -> Result<(), EngineError> {
+pub(crate) fn embed(
+    cfg: &ModelConfig,
+    token_embd: &Matrix<'_>,
+    tokens: &[u32],
+    x: &mut [f32],
+) -> Result<(), EngineError> {
     for (tok, row) in tokens.iter().zip(x.chunks_exact_mut(cfg.n_embd)) {
         if *tok as usize >= cfg.n_vocab {
             return Err(EngineError::InvalidToken {
@@ -54,7 +59,7 @@ fn embed(cfg: &ModelConfig, w: &Weights, tokens: &[u32], x: &mut [f32]) -> Resul
                 n_vocab: cfg.n_vocab,
             });
         }
-        w.token_embd.dequantize_row(*tok as usize, row)?;
+        token_embd.dequantize_row(*tok as usize, row)?;
         if cfg.embd_scale != 1.0 {
             row.iter_mut().for_each(|v| *v *= cfg.embd_scale);
         }
@@ -142,10 +147,11 @@ fn ffn_block(cfg: &ModelConfig, lw: &LayerWeights, ws: &mut Workspace) -> Result
     Ok(())
 }
 
-/// Final norm and LM head for the requested rows, then the optional soft cap.
-fn output(
+/// Final norm and LM head for the last row (or all rows), then the optional soft cap.
+pub(crate) fn output(
     cfg: &ModelConfig,
-    w: &Weights,
+    output_norm: &[f32],
+    output: &Matrix<'_>,
     ws: &mut Workspace,
     t_n: usize,
     all: bool,
@@ -156,12 +162,12 @@ fn output(
     ws.xb.resize(rows, d);
     rms_norm_rows(
         &ws.x[first * d..t_n * d],
-        &w.output_norm,
+        output_norm,
         cfg.rms_eps,
         ws.xb.write(),
     );
     ws.logits.resize(rows * cfg.n_vocab, 0.0);
-    matmul(&w.output, None, &mut ws.xb, &mut ws.logits)?;
+    matmul(output, None, &mut ws.xb, &mut ws.logits)?;
     if let Some(cap) = cfg.final_logit_softcap {
         ws.logits
             .iter_mut()

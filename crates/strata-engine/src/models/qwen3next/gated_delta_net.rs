@@ -1,0 +1,107 @@
+//! The Gated DeltaNet mixer of a Qwen3-Next layer:
+//!
+//! ```text
+//! q,k,v = split(silu(conv1d(W_qkv·x)))   z = W_gate·x   (β, α) = W_ba·x
+//! q, k ← l2_norm per head                β ← σ(β)        log g = softplus(α + dt_bias)·A
+//! o = delta_rule(q, k, v, g, β)          (recurrent for one token, chunked for more)
+//! out = W_out · (rms_norm(o) per head ⊙ silu(z))
+//! ```
+//!
+//! Source: llama.cpp `llama_model_qwen3next::graph::build_layer_attn_linear`.
+
+use crate::config::ModelConfig;
+use crate::error::EngineError;
+use crate::ops::conv1d::causal_conv1d;
+use crate::ops::delta_net::{
+    delta_rule_chunked, delta_rule_recurrent, l2_norm_heads_in_place, DeltaInputs, DeltaShape,
+};
+use crate::ops::gate::{sigmoid, silu, silu_in_place, softplus};
+use crate::ops::linear::matmul;
+use crate::ops::norm::rms_norm;
+use crate::recurrent_state::DeltaState;
+use crate::session::Workspace;
+use crate::weights::DeltaNetWeights;
+
+/// Writes the mixer output for the T normed rows in `ws.xb` to `ws.xb2` (`[T][n_embd]`),
+/// advancing the layer's convolution and delta-rule state.
+pub(super) fn mixer(
+    cfg: &ModelConfig,
+    m: &DeltaNetWeights,
+    st: &mut DeltaState,
+    ws: &mut Workspace,
+) -> Result<(), EngineError> {
+    let s = cfg.ssm.as_ref().expect("qwen3next has an ssm config");
+    let (kd, vd, cd, nv) = (s.key_dim(), s.value_dim(), s.conv_dim(), s.n_v_heads);
+    let t_n = ws.xb2.len() / cfg.n_embd;
+    let h = &mut ws.hybrid;
+    h.qkv.resize(t_n * cd, 0.0);
+    h.conv.resize(t_n * cd, 0.0);
+    h.z.resize(t_n * vd, 0.0);
+    h.ba.resize(t_n * 2 * nv, 0.0);
+    matmul(&m.wqkv, None, &mut ws.xb, &mut h.qkv)?;
+    matmul(&m.wgate, None, &mut ws.xb, &mut h.z)?;
+    matmul(&m.wba, None, &mut ws.xb, &mut h.ba)?;
+
+    causal_conv1d(&h.qkv, &m.conv, &mut st.conv, &mut h.conv);
+    silu_in_place(&mut h.conv);
+    h.q.clear();
+    h.k.clear();
+    h.v.clear();
+    for row in h.conv.chunks_exact(cd) {
+        h.q.extend_from_slice(&row[..kd]);
+        h.k.extend_from_slice(&row[kd..2 * kd]);
+        h.v.extend_from_slice(&row[2 * kd..]);
+    }
+    l2_norm_heads_in_place(&mut h.q, s.head_k_dim, cfg.rms_eps);
+    l2_norm_heads_in_place(&mut h.k, s.head_k_dim, cfg.rms_eps);
+
+    // W_ba rows come per key head: its r value heads' β logits, then their α logits.
+    let r = nv / s.n_k_heads;
+    h.beta.resize(t_n * nv, 0.0);
+    h.log_decay.resize(t_n * nv, 0.0);
+    for t in 0..t_n {
+        let ba = &h.ba[t * 2 * nv..(t + 1) * 2 * nv];
+        for vh in 0..nv {
+            let (g, j) = (vh / r, vh % r);
+            h.beta[t * nv + vh] = sigmoid(ba[g * 2 * r + j]);
+            let alpha = ba[g * 2 * r + r + j];
+            h.log_decay[t * nv + vh] = softplus(alpha + m.dt_bias[vh]) * m.a[vh];
+        }
+    }
+
+    let shape = DeltaShape {
+        n_v_heads: nv,
+        n_k_heads: s.n_k_heads,
+        d_k: s.head_k_dim,
+        d_v: s.head_v_dim,
+    };
+    let inputs = DeltaInputs {
+        q: &h.q,
+        k: &h.k,
+        v: &h.v,
+        log_decay: &h.log_decay,
+        beta: &h.beta,
+    };
+    h.core.resize(t_n * vd, 0.0);
+    if t_n == 1 {
+        delta_rule_recurrent(&shape, inputs, &mut st.ssm, &mut h.core);
+    } else {
+        delta_rule_chunked(&shape, inputs, &mut st.ssm, &mut h.core);
+    }
+
+    h.gated.resize(t_n, vd);
+    let gated = h.gated.write();
+    let hv = s.head_v_dim;
+    for ((o, z), out) in h
+        .core
+        .chunks_exact(hv)
+        .zip(h.z.chunks_exact(hv))
+        .zip(gated.chunks_exact_mut(hv))
+    {
+        rms_norm(o, &m.norm, cfg.rms_eps, out);
+        for (y, zi) in out.iter_mut().zip(z) {
+            *y *= silu(*zi);
+        }
+    }
+    matmul(&m.wout, None, &mut h.gated, &mut ws.xb2)
+}

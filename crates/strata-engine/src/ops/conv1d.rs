@@ -1,0 +1,79 @@
+//! Short causal depthwise convolution over time with a rolling state: the input mixer of a
+//! Gated DeltaNet (and Mamba) layer.
+//!
+//! Source: ggml `ggml_ssm_conv` (`ggml-cpu/ops.cpp`, `ggml_compute_forward_ssm_conv_f32`) with
+//! the state handling of llama.cpp `llm_build_delta_net_base::build_conv_state`.
+
+/// `out[t][c] = Σ_{i<K} in[t+i][c] · w[c][i]`, where `in` is the `K − 1` saved rows of `state`
+/// followed by the T rows of `x`; afterwards `state` holds the last `K − 1` rows of `in`.
+///
+/// Shapes: `x`, `out`: `[T][C]`; `w`: `[C][K]` (ggml `ne = [K, C]`); `state`: `[K − 1][C]`,
+/// oldest row first (so C = `w.len() − state.len()`). Each sum runs over `i` in order in
+/// f32, as ggml does.
+pub fn causal_conv1d(x: &[f32], w: &[f32], state: &mut [f32], out: &mut [f32]) {
+    let c_n = w.len() - state.len();
+    let k = w.len() / c_n;
+    let keep = k - 1;
+    let t_n = x.len() / c_n;
+    debug_assert_eq!(out.len(), x.len());
+    for t in 0..t_n {
+        for c in 0..c_n {
+            let mut sum = 0.0f32;
+            for (i, wi) in w[c * k..(c + 1) * k].iter().enumerate() {
+                let row = t + i;
+                let v = if row < keep {
+                    state[row * c_n + c]
+                } else {
+                    x[(row - keep) * c_n + c]
+                };
+                sum += v * wi;
+            }
+            out[t * c_n + c] = sum;
+        }
+    }
+    // New state: rows t_n .. t_n + keep of `in`.
+    if t_n >= keep {
+        state.copy_from_slice(&x[(t_n - keep) * c_n..]);
+    } else {
+        state.copy_within(t_n * c_n.., 0);
+        let from = (keep - t_n) * c_n;
+        state[from..].copy_from_slice(x);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_equals_token_by_token_and_matches_the_formula() {
+        let (c_n, k, t_n) = (3, 4, 5);
+        let w: Vec<f32> = (0..c_n * k).map(|i| (i as f32 * 0.7).sin()).collect();
+        let x: Vec<f32> = (0..t_n * c_n).map(|i| (i as f32 * 0.3).cos()).collect();
+        let mut state = vec![0.0; (k - 1) * c_n];
+        let mut out = vec![0.0; x.len()];
+        causal_conv1d(&x, &w, &mut state, &mut out);
+        // Formula with zero history.
+        for t in 0..t_n {
+            for c in 0..c_n {
+                let mut want = 0.0;
+                for i in 0..k {
+                    let src = t as isize + i as isize - (k as isize - 1);
+                    if src >= 0 {
+                        want += x[src as usize * c_n + c] * w[c * k + i];
+                    }
+                }
+                assert!((out[t * c_n + c] - want).abs() < 1e-6, "t{t} c{c}");
+            }
+        }
+        assert_eq!(state, x[(t_n - (k - 1)) * c_n..]);
+        // One token at a time gives the same outputs and state.
+        let mut s1 = vec![0.0; (k - 1) * c_n];
+        let mut o1 = vec![0.0; c_n];
+        for t in 0..t_n {
+            causal_conv1d(&x[t * c_n..(t + 1) * c_n], &w, &mut s1, &mut o1);
+            assert_eq!(o1, out[t * c_n..(t + 1) * c_n]);
+        }
+        assert_eq!(s1, state);
+    }
+}

@@ -1,0 +1,229 @@
+//! The gated delta rule of Gated DeltaNet (Yang, Kautz & Hatamizadeh, "Gated Delta Networks:
+//! Improving Mamba2 with Delta Rule", 2024), per value head h with key head h / (H_v / H_k):
+//!
+//! ```text
+//! S ← g·S                       g = exp(log_decay), the gate
+//! δ = β·(v − Sᵀk)               β ∈ (0, 1), the write strength
+//! S ← S + k·δᵀ
+//! o = Sᵀq / √d_k
+//! ```
+//!
+//! S is `d_k × d_v`; stored transposed (`[d_v][d_k]`, ggml's layout). Two forms with the same
+//! result: [`delta_rule_recurrent`] (one token at a time: decode) and [`delta_rule_chunked`]
+//! (blocks of [`CHUNK`] tokens: prefill), after the chunkwise algorithm of Yang et al.
+//! ("Parallelizing Linear Transformers with the Delta Rule over Sequence Length", 2024).
+//! Semantics as llama.cpp's `ggml_gated_delta_net` (`ggml-cpu/ops.cpp`) and
+//! `llm_build_delta_net_base`.
+
+use super::{axpy, dot};
+
+/// Tokens per block of [`delta_rule_chunked`] (llama.cpp's chunk size for scalar gates).
+pub const CHUNK: usize = 64;
+
+/// Head counts and widths of one delta-rule call.
+#[derive(Clone, Copy, Debug)]
+pub struct DeltaShape {
+    /// Value heads (each has its own state); a multiple of `n_k_heads`.
+    pub n_v_heads: usize,
+    /// Query/key heads; value head h reads key head `h / (n_v_heads / n_k_heads)`.
+    pub n_k_heads: usize,
+    pub d_k: usize,
+    pub d_v: usize,
+}
+
+/// The inputs of T tokens. `q`, `k`: `[T][n_k_heads][d_k]` (L2-normalised);
+/// `v`: `[T][n_v_heads][d_v]`; `log_decay` (≤ 0) and `beta`: `[T][n_v_heads]`.
+#[derive(Clone, Copy)]
+pub struct DeltaInputs<'a> {
+    pub q: &'a [f32],
+    pub k: &'a [f32],
+    pub v: &'a [f32],
+    pub log_decay: &'a [f32],
+    pub beta: &'a [f32],
+}
+
+impl DeltaShape {
+    fn kv_head(&self, h: usize) -> usize {
+        h / (self.n_v_heads / self.n_k_heads)
+    }
+}
+
+/// Borrowed rows of token `t`, head `h`.
+struct Rows<'a> {
+    q: &'a [f32],
+    k: &'a [f32],
+    v: &'a [f32],
+    g: f32,
+    b: f32,
+}
+
+impl<'a> DeltaInputs<'a> {
+    fn rows(&self, s: &DeltaShape, t: usize, h: usize) -> Rows<'a> {
+        let kh = s.kv_head(h);
+        let qk = (t * s.n_k_heads + kh) * s.d_k;
+        let vi = (t * s.n_v_heads + h) * s.d_v;
+        let i = t * s.n_v_heads + h;
+        Rows {
+            q: &self.q[qk..qk + s.d_k],
+            k: &self.k[qk..qk + s.d_k],
+            v: &self.v[vi..vi + s.d_v],
+            g: self.log_decay[i],
+            b: self.beta[i],
+        }
+    }
+}
+
+/// Runs the recurrence token by token. `state`: `[n_v_heads][d_v][d_k]`, updated;
+/// `out`: `[T][n_v_heads][d_v]`.
+pub fn delta_rule_recurrent(
+    s: &DeltaShape,
+    x: DeltaInputs<'_>,
+    state: &mut [f32],
+    out: &mut [f32],
+) {
+    let (dk, dv) = (s.d_k, s.d_v);
+    let scale = 1.0 / (dk as f32).sqrt();
+    let t_n = x.beta.len() / s.n_v_heads;
+    for (h, st) in state.chunks_exact_mut(dv * dk).enumerate() {
+        for t in 0..t_n {
+            let r = x.rows(s, t, h);
+            let decay = r.g.exp();
+            st.iter_mut().for_each(|v| *v *= decay);
+            for (j, row) in st.chunks_exact_mut(dk).enumerate() {
+                let delta = (r.v[j] - dot(row, r.k)) * r.b;
+                axpy(delta, r.k, row);
+            }
+            let o = &mut out[(t * s.n_v_heads + h) * dv..][..dv];
+            for (oj, row) in o.iter_mut().zip(st.chunks_exact(dk)) {
+                *oj = dot(row, r.q) * scale;
+            }
+        }
+    }
+}
+
+/// Scratch of one chunk of one head.
+#[derive(Default)]
+struct ChunkScratch {
+    /// Cumulative log decay `G[t] = Σ_{s≤t} log g_s` within the chunk.
+    cum: Vec<f32>,
+    /// `u[t] = β_t (v_t − S'_tᵀ k_t)`, the value actually written at t: `[C][d_v]`.
+    u: Vec<f32>,
+    /// `S0ᵀ x` for each row x of the chunk: `[C][d_v]`.
+    sx: Vec<f32>,
+}
+
+/// Same result as [`delta_rule_recurrent`], computed in blocks of [`CHUNK`] tokens.
+///
+/// Within a block starting from state S0, with γ_t = exp(G_t):
+/// `S_t = γ_t S0 + Σ_{s≤t} (γ_t/γ_s) k_s u_sᵀ`, so the written values solve the unit
+/// lower-triangular system (solved by forward substitution)
+/// `u_t = β_t (v_t − γ_t S0ᵀk_t − Σ_{s<t} (γ_t/γ_s)(k_t·k_s) u_s)`,
+/// the outputs are `o_t = (γ_t S0ᵀq_t + Σ_{s≤t} (γ_t/γ_s)(q_t·k_s) u_s) / √d_k`,
+/// and the block's state is `γ_C S0 + Σ_s (γ_C/γ_s) k_s u_sᵀ`. Ratios are `exp(G_t − G_s)`
+/// with t ≥ s, which never overflow.
+pub fn delta_rule_chunked(s: &DeltaShape, x: DeltaInputs<'_>, state: &mut [f32], out: &mut [f32]) {
+    let (dk, dv) = (s.d_k, s.d_v);
+    let scale = 1.0 / (dk as f32).sqrt();
+    let t_n = x.beta.len() / s.n_v_heads;
+    let mut sc = ChunkScratch::default();
+    for (h, st) in state.chunks_exact_mut(dv * dk).enumerate() {
+        let mut t0 = 0;
+        while t0 < t_n {
+            let c_n = CHUNK.min(t_n - t0);
+            chunk(s, x, h, t0, c_n, st, out, scale, &mut sc);
+            t0 += c_n;
+        }
+    }
+}
+
+/// One block `t0 .. t0 + c_n` of head `h`; see [`delta_rule_chunked`].
+#[allow(clippy::too_many_arguments)]
+fn chunk(
+    s: &DeltaShape,
+    x: DeltaInputs<'_>,
+    h: usize,
+    t0: usize,
+    c_n: usize,
+    st: &mut [f32],
+    out: &mut [f32],
+    scale: f32,
+    sc: &mut ChunkScratch,
+) {
+    let (dk, dv) = (s.d_k, s.d_v);
+    let rows: Vec<Rows<'_>> = (0..c_n).map(|i| x.rows(s, t0 + i, h)).collect();
+    sc.cum.clear();
+    let mut acc = 0.0f32;
+    for r in &rows {
+        acc += r.g;
+        sc.cum.push(acc);
+    }
+    let g = &sc.cum;
+    // Written values u, by forward substitution.
+    sc.u.resize(c_n * dv, 0.0);
+    sc.sx.resize(c_n * dv, 0.0);
+    s0_times(st, dk, rows.iter().map(|r| r.k), &mut sc.sx);
+    for t in 0..c_n {
+        let (done, rest) = sc.u.split_at_mut(t * dv);
+        let ut = &mut rest[..dv];
+        let gamma = g[t].exp();
+        let s0k = &sc.sx[t * dv..(t + 1) * dv];
+        for ((u, v), w) in ut.iter_mut().zip(rows[t].v).zip(s0k) {
+            *u = v - gamma * w;
+        }
+        for (sidx, us) in done.chunks_exact(dv).enumerate() {
+            let w = (g[t] - g[sidx]).exp() * dot(rows[t].k, rows[sidx].k);
+            axpy(-w, us, ut);
+        }
+        ut.iter_mut().for_each(|v| *v *= rows[t].b);
+    }
+    // Outputs.
+    s0_times(st, dk, rows.iter().map(|r| r.q), &mut sc.sx);
+    for t in 0..c_n {
+        let o = &mut out[((t0 + t) * s.n_v_heads + h) * dv..][..dv];
+        let gamma = g[t].exp();
+        for (oj, w) in o.iter_mut().zip(&sc.sx[t * dv..(t + 1) * dv]) {
+            *oj = gamma * w;
+        }
+        for sidx in 0..=t {
+            let w = (g[t] - g[sidx]).exp() * dot(rows[t].q, rows[sidx].k);
+            axpy(w, &sc.u[sidx * dv..(sidx + 1) * dv], o);
+        }
+        o.iter_mut().for_each(|v| *v *= scale);
+    }
+    // State at the end of the block.
+    let last = g[c_n - 1];
+    let gamma = last.exp();
+    for (j, row) in st.chunks_exact_mut(dk).enumerate() {
+        row.iter_mut().for_each(|v| *v *= gamma);
+        for (sidx, r) in rows.iter().enumerate() {
+            axpy((last - g[sidx]).exp() * sc.u[sidx * dv + j], r.k, row);
+        }
+    }
+}
+
+/// `out[i] = S0ᵀ x_i` for each row `x_i`: `out[i][j] = row_j(S0) · x_i`.
+fn s0_times<'a>(st: &[f32], dk: usize, xs: impl Iterator<Item = &'a [f32]>, out: &mut [f32]) {
+    let dv = st.len() / dk;
+    for (xi, o) in xs.zip(out.chunks_exact_mut(dv)) {
+        for (oj, row) in o.iter_mut().zip(st.chunks_exact(dk)) {
+            *oj = dot(row, xi);
+        }
+    }
+}
+
+/// `x / √(Σx² + eps)` for every `d`-wide head of `x`, in place, computed as llama.cpp's
+/// `build_gdn_l2_norm` does: an RMS norm with eps/d (f32 squares summed in f64), then a
+/// scale by 1/√d.
+pub fn l2_norm_heads_in_place(x: &mut [f32], d: usize, eps: f32) {
+    let n = d as f32;
+    let inv_sqrt_n = 1.0 / n.sqrt();
+    for head in x.chunks_exact_mut(d) {
+        let sum: f64 = head.iter().map(|v| (v * v) as f64).sum();
+        let mean = (sum / d as f64) as f32;
+        let scale = 1.0 / (mean + eps / n).sqrt();
+        head.iter_mut().for_each(|v| *v = (*v * scale) * inv_sqrt_n);
+    }
+}
+
+#[cfg(test)]
+mod tests;

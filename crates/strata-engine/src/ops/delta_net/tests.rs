@@ -1,0 +1,147 @@
+use super::*;
+
+/// Deterministic pseudo-random values in (−1, 1).
+fn noise(n: usize, seed: u64) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+struct Case {
+    shape: DeltaShape,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    g: Vec<f32>,
+    b: Vec<f32>,
+    state: Vec<f32>,
+}
+
+fn case(t_n: usize, seed: u64) -> Case {
+    let shape = DeltaShape {
+        n_v_heads: 4,
+        n_k_heads: 2,
+        d_k: 16,
+        d_v: 8,
+    };
+    let (hk, hv) = (shape.n_k_heads, shape.n_v_heads);
+    let mut q = noise(t_n * hk * shape.d_k, seed);
+    let mut k = noise(t_n * hk * shape.d_k, seed + 1);
+    l2_norm_heads_in_place(&mut q, shape.d_k, 1e-6);
+    l2_norm_heads_in_place(&mut k, shape.d_k, 1e-6);
+    Case {
+        shape,
+        q,
+        k,
+        v: noise(t_n * hv * shape.d_v, seed + 2),
+        // log decays in (−1.5, 0): strong and weak forgetting
+        g: noise(t_n * hv, seed + 3)
+            .iter()
+            .map(|x| -0.75 * (x + 1.0))
+            .collect(),
+        b: noise(t_n * hv, seed + 4)
+            .iter()
+            .map(|x| 0.5 + 0.45 * x)
+            .collect(),
+        state: noise(hv * shape.d_v * shape.d_k, seed + 5),
+    }
+}
+
+impl Case {
+    fn inputs(&self) -> DeltaInputs<'_> {
+        DeltaInputs {
+            q: &self.q,
+            k: &self.k,
+            v: &self.v,
+            log_decay: &self.g,
+            beta: &self.b,
+        }
+    }
+}
+
+#[test]
+fn recurrent_step_matches_the_naive_delta_rule() {
+    let c = case(3, 7);
+    let s = c.shape;
+    let (dk, dv) = (s.d_k, s.d_v);
+    let mut state = c.state.clone();
+    let mut out = vec![0.0; 3 * s.n_v_heads * dv];
+    delta_rule_recurrent(&s, c.inputs(), &mut state, &mut out);
+    for h in 0..s.n_v_heads {
+        let kh = h / 2;
+        // S[i][j] (d_k × d_v) in f64, from the transposed storage.
+        let mut m: Vec<Vec<f64>> = (0..dk)
+            .map(|i| {
+                (0..dv)
+                    .map(|j| c.state[(h * dv + j) * dk + i] as f64)
+                    .collect()
+            })
+            .collect();
+        for t in 0..3 {
+            let q = &c.q[(t * s.n_k_heads + kh) * dk..][..dk];
+            let k = &c.k[(t * s.n_k_heads + kh) * dk..][..dk];
+            let v = &c.v[(t * s.n_v_heads + h) * dv..][..dv];
+            let g = (c.g[t * s.n_v_heads + h] as f64).exp();
+            let b = c.b[t * s.n_v_heads + h] as f64;
+            m.iter_mut().flatten().for_each(|x| *x *= g);
+            let stk: Vec<f64> = (0..dv)
+                .map(|j| (0..dk).map(|i| m[i][j] * k[i] as f64).sum())
+                .collect();
+            for i in 0..dk {
+                for j in 0..dv {
+                    m[i][j] += k[i] as f64 * b * (v[j] as f64 - stk[j]);
+                }
+            }
+            for j in 0..dv {
+                let o: f64 =
+                    (0..dk).map(|i| m[i][j] * q[i] as f64).sum::<f64>() / (dk as f64).sqrt();
+                let got = out[(t * s.n_v_heads + h) * dv + j] as f64;
+                assert!((o - got).abs() < 1e-5, "h{h} t{t} j{j}: {o} vs {got}");
+            }
+        }
+        for i in 0..dk {
+            for j in 0..dv {
+                let got = state[(h * dv + j) * dk + i] as f64;
+                assert!((m[i][j] - got).abs() < 1e-5);
+            }
+        }
+    }
+}
+
+#[test]
+fn chunked_equals_recurrent_across_chunk_boundaries() {
+    for t_n in [1, 5, CHUNK, 150] {
+        let c = case(t_n, 11 + t_n as u64);
+        let s = c.shape;
+        let n_out = t_n * s.n_v_heads * s.d_v;
+        let (mut s_rec, mut s_chk) = (c.state.clone(), c.state.clone());
+        let (mut o_rec, mut o_chk) = (vec![0.0; n_out], vec![0.0; n_out]);
+        delta_rule_recurrent(&s, c.inputs(), &mut s_rec, &mut o_rec);
+        delta_rule_chunked(&s, c.inputs(), &mut s_chk, &mut o_chk);
+        let max_rel = |a: &[f32], b: &[f32]| {
+            let scale = b.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let d = a
+                .iter()
+                .zip(b)
+                .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
+            d / scale
+        };
+        assert!(max_rel(&o_chk, &o_rec) < 1e-5, "T={t_n}: outputs");
+        assert!(max_rel(&s_chk, &s_rec) < 1e-5, "T={t_n}: state");
+    }
+}
+
+#[test]
+fn l2_norm_gives_unit_heads() {
+    let mut x = vec![3.0f32, 4.0, 0.0, 0.0, 1.0, 1.0];
+    l2_norm_heads_in_place(&mut x, 2, 1e-12);
+    assert!((x[0] - 0.6).abs() < 1e-6 && (x[1] - 0.8).abs() < 1e-6);
+    assert_eq!(&x[2..4], &[0.0, 0.0]);
+    assert!((x[4] - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-6);
+}

@@ -1,0 +1,44 @@
+//! Scalar gate functions of hybrid (Gated DeltaNet) layers, written as ggml's CPU backend
+//! computes them (`ggml-cpu/unary-ops.cpp`, `vec.h`) so results agree with llama.cpp.
+
+/// Logistic sigmoid `1 / (1 + e^−x)`.
+#[inline]
+pub fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// SiLU (swish) `x·σ(x)`.
+#[inline]
+pub fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// Softplus `ln(1 + eˣ)`, returning x itself above 20 (ggml's `op_softplus`) where the two
+/// agree to f32 precision and `eˣ` would lose it.
+#[inline]
+pub fn softplus(x: f32) -> f32 {
+    if x > 20.0 {
+        x
+    } else {
+        (1.0 + x.exp()).ln()
+    }
+}
+
+/// SiLU of every element in place.
+pub fn silu_in_place(x: &mut [f32]) {
+    x.iter_mut().for_each(|v| *v = silu(*v));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gates_match_closed_forms() {
+        assert_eq!(sigmoid(0.0), 0.5);
+        assert!((silu(1.0) - 0.731_058_6).abs() < 1e-6);
+        assert!((softplus(0.0) - std::f32::consts::LN_2).abs() < 1e-7);
+        assert_eq!(softplus(30.0), 30.0);
+        assert!(softplus(-30.0) >= 0.0 && softplus(-30.0) < 1e-12);
+    }
+}
