@@ -1,4 +1,4 @@
-//! The `strata` command: run, chat, inspect, pull, serve, bench, needle, quality.
+//! The `strata` command: run, chat, inspect, pull, serve, bench, needle, quality, synth.
 
 mod bench;
 mod chat;
@@ -12,6 +12,7 @@ mod pull;
 mod quality;
 mod run;
 mod serve;
+mod synth;
 mod topology;
 
 use std::path::PathBuf;
@@ -56,6 +57,8 @@ enum Command {
     Needle(needle::NeedleArgs),
     /// Teacher-forced logits against llama.cpp or another GGUF: KL, top token, perplexity.
     Quality(quality::QualityArgs),
+    /// Write a GGUF of a supported architecture with random weights (presets or explicit dims).
+    Synth(synth::SynthArgs),
     /// Print the CPU topology (sockets, NUMA, SMT, hybrid core classes, L3) and the pool workers chosen.
     Topology(topology::TopologyArgs),
 }
@@ -72,9 +75,20 @@ pub struct ModelArgs {
     /// KV cache type: f16 or f32.
     #[arg(long, default_value = "f16")]
     pub kv: KvType,
-    /// Worker threads (0 = one per core).
-    #[arg(short = 't', long, default_value_t = 0)]
-    pub threads: usize,
+    /// CPU pool workers, the calling thread included (0 = one per CPU that --pool-affinity
+    /// chooses). `-t/--threads` is an alias, as in llama.cpp.
+    #[arg(
+        short = 't',
+        long = "pool-workers",
+        visible_alias = "threads",
+        default_value_t = 0
+    )]
+    pub pool_workers: usize,
+    /// CPUs the pool pins its workers to: auto (one per physical core of the fastest class),
+    /// p-cores (those cores with their SMT siblings), all, or measure (time each core class
+    /// and SMT, then choose; see `strata topology`).
+    #[arg(long, default_value = "auto")]
+    pub pool_affinity: strata_engine::topology::Affinity,
 }
 
 /// Sampling flags (llama.cpp names and defaults).
@@ -154,6 +168,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Needle(args) => needle::run(args),
         Command::Quality(args) => quality::run(args, &models_dir),
         Command::Topology(args) => topology::run(args),
+        Command::Synth(args) => synth::run(args, &models_dir),
         Command::Inspect { model } => {
             let path = models::resolve_model(Some(&model), &models_dir)?;
             let stdout = std::io::stdout();
@@ -167,16 +182,26 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// Sets the worker count, resolves and loads the model.
+/// Starts the process-wide CPU pool (first call only; it pins this thread and the workers)
+/// and logs its shape.
+pub fn start_pool(
+    workers: usize,
+    affinity: strata_engine::topology::Affinity,
+) -> &'static strata_engine::pool::Pool {
+    let plan = strata_engine::pool::plan(workers, affinity);
+    let (pool, fresh) = strata_engine::pool::init_global(plan.options(true));
+    if fresh {
+        tracing::info!("pool: {plan}");
+    }
+    pool
+}
+
+/// Starts the worker pool, resolves and loads the model.
 pub fn load_model(
     args: &ModelArgs,
     models_dir: &std::path::Path,
 ) -> anyhow::Result<strata_engine::Model> {
-    if args.threads > 0 {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(args.threads)
-            .build_global()?;
-    }
+    start_pool(args.pool_workers, args.pool_affinity);
     let path = models::resolve_model(args.model.as_deref(), models_dir)?;
     let model = strata_engine::Model::load(&path)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use strata_engine::topology::{
-    choose_workers, format_cpulist, parse_cpulist, Affinity, CoreClass, CpuTopology,
+    choose_workers, format_cpulist, measure, parse_cpulist, Affinity, CoreClass, CpuTopology,
+    Measurement,
 };
 
 /// Options of `strata topology`.
@@ -29,8 +30,16 @@ pub fn run(args: TopologyArgs) -> anyhow::Result<()> {
     if let Some(allowed) = &allowed {
         topo.restrict_to(allowed);
     }
+    // Timing a kernel only describes this machine, not a recorded tree.
+    let measured = allowed.is_some().then(|| measure(&topo));
     let stdout = std::io::stdout();
-    report(&topo, &args.sysfs, allowed.as_deref(), &mut stdout.lock())?;
+    report(
+        &topo,
+        &args.sysfs,
+        allowed.as_deref(),
+        measured.as_ref(),
+        &mut stdout.lock(),
+    )?;
     Ok(())
 }
 
@@ -47,11 +56,13 @@ fn plural(n: usize, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
-/// Writes the human-readable report.
+/// Writes the human-readable report; `measured` is what `--pool-affinity measure` found on
+/// this machine (`None` for a recorded tree).
 pub fn report(
     topo: &CpuTopology,
     root: &Path,
     allowed: Option<&[usize]>,
+    measured: Option<&Measurement>,
     out: &mut impl Write,
 ) -> std::io::Result<()> {
     let n_cores = topo.cpus.iter().filter(|c| c.is_first_thread()).count();
@@ -146,7 +157,34 @@ pub fn report(
             format_cpulist(&sorted)
         )?;
     }
-    writeln!(out, "  measure  (not implemented yet)")?;
+    match measured {
+        Some(m) => {
+            let mut sorted = m.workers.clone();
+            sorted.sort_unstable();
+            writeln!(
+                out,
+                "  measure  {} on CPUs {}",
+                plural(m.workers.len(), "worker"),
+                format_cpulist(&sorted)
+            )?;
+            for c in &m.classes {
+                writeln!(
+                    out,
+                    "           {} core (CPU {}): {:.0} M Q4_K weights/s",
+                    c.class.short_name(),
+                    c.cpu,
+                    c.mweights_per_s
+                )?;
+            }
+            if let Some(g) = m.smt_gain {
+                writeln!(
+                    out,
+                    "           two SMT threads on one core: {g:.2}x one thread"
+                )?;
+            }
+        }
+        None => writeln!(out, "  measure  (times a kernel; only with --sysfs /sys)")?,
+    }
     for warning in &topo.warnings {
         writeln!(out, "warning: ignored {warning}")?;
     }
@@ -163,7 +201,7 @@ mod tests {
             .join("../strata-engine/tests/data/sysfs/core-ultra-7-255h");
         let topo = CpuTopology::from_sysfs(&root).unwrap();
         let mut out = Vec::new();
-        report(&topo, &root, None, &mut out).unwrap();
+        report(&topo, &root, None, None, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("16 logical CPUs, 16 physical cores, 1 package, 1 NUMA node, 1 L3 domain, hybrid: yes"), "{text}");
         assert!(

@@ -56,6 +56,23 @@ impl Store {
     }
 }
 
+/// One layer's keys or values in their storage type, `[position][n_kv_head · head_dim]`
+/// (bulk reads: attention converts a tile of positions at a time).
+#[derive(Clone, Copy)]
+pub enum KvRows<'a> {
+    F32(&'a [f32]),
+    F16(&'a [f16]),
+}
+
+impl Store {
+    fn rows(&self) -> KvRows<'_> {
+        match self {
+            Store::F32(v) => KvRows::F32(v),
+            Store::F16(v) => KvRows::F16(v),
+        }
+    }
+}
+
 /// Keys and values of one attention layer.
 pub struct LayerKv {
     k: Store,
@@ -86,6 +103,21 @@ impl LayerKv {
     #[inline]
     pub fn read_v(&self, pos: usize, offset: usize, dst: &mut [f32]) {
         self.v.read(pos * self.row + offset, dst);
+    }
+
+    /// All cached keys, `[position][row_len()]`, in the storage type.
+    pub fn k_rows(&self) -> KvRows<'_> {
+        self.k.rows()
+    }
+
+    /// All cached values, `[position][row_len()]`, in the storage type.
+    pub fn v_rows(&self) -> KvRows<'_> {
+        self.v.rows()
+    }
+
+    /// Elements per position (`n_kv_head · head_dim`).
+    pub fn row_len(&self) -> usize {
+        self.row
     }
 }
 

@@ -11,6 +11,8 @@ pub mod kv_cache;
 pub mod model;
 pub mod models;
 pub mod ops;
+pub mod pool;
+pub mod recurrent_state;
 pub mod sampling;
 pub mod session;
 pub mod tokenizer;

@@ -199,13 +199,10 @@ fn this_machines_sysfs_reads_without_error() {
 }
 
 #[test]
-fn affinity_parses_and_measure_says_it_is_not_implemented() {
+fn affinity_parses_including_measure() {
     assert_eq!("auto".parse::<Affinity>(), Ok(Affinity::Auto));
     assert_eq!("p-cores".parse::<Affinity>(), Ok(Affinity::PCores));
     assert_eq!("all".parse::<Affinity>(), Ok(Affinity::All));
-    assert!("measure"
-        .parse::<Affinity>()
-        .unwrap_err()
-        .contains("not implemented"));
+    assert_eq!("measure".parse::<Affinity>(), Ok(Affinity::Measure));
     assert!("fast".parse::<Affinity>().is_err());
 }

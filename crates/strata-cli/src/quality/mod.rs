@@ -42,9 +42,18 @@ pub struct QualityArgs {
     /// KV cache type of our engine (llama.cpp's default is f16).
     #[arg(long, default_value = "f16")]
     pub kv: KvType,
-    /// Worker threads (0 = one per core), for our engine and llama.cpp.
-    #[arg(short = 't', long, default_value_t = 0)]
+    /// CPU pool workers of our engine and threads of llama.cpp (0 = one per chosen core);
+    /// `-t/--threads` is an alias.
+    #[arg(
+        short = 't',
+        long = "pool-workers",
+        visible_alias = "threads",
+        default_value_t = 0
+    )]
     pub threads: usize,
+    /// CPUs our pool pins to: auto, p-cores, all or measure (see `strata run --help`).
+    #[arg(long, default_value = "auto")]
+    pub pool_affinity: strata_engine::topology::Affinity,
     /// Python with llama-cpp-python, for `--reference llama.cpp`.
     #[arg(long, env = "STRATA_PYTHON", default_value = "python3")]
     pub python: String,
@@ -62,7 +71,8 @@ pub fn run(args: QualityArgs, models_dir: &Path) -> Result<()> {
         model: args.model.clone(),
         ctx: args.ctx,
         kv: args.kv,
-        threads: args.threads,
+        pool_workers: args.threads,
+        pool_affinity: args.pool_affinity,
     };
     let model_path = crate::models::resolve_model(args.model.as_deref(), models_dir)?;
     let model = crate::load_model(&model_args, models_dir)?;
@@ -82,7 +92,7 @@ pub fn run(args: QualityArgs, models_dir: &Path) -> Result<()> {
     let threads = if args.threads > 0 {
         args.threads
     } else {
-        rayon::current_num_threads()
+        strata_engine::pool::current_workers()
     };
 
     let (mut reference, ref_name) = if args.reference == "llama.cpp" {

@@ -6,11 +6,19 @@
 //! block dot product; plain float weights (F32/F16/BF16) take an f32 dot, F16 after rounding
 //! the activations to f16 (F16's `vec_dot_type` in ggml is F16). Quantized copies
 //! live in [`Activations`], so the q/k/v (or gate/up) projections of one input share them.
+//!
+//! Work is split over the current [`crate::pool`]: one token (decode) splits the weight rows
+//! across workers; a batch (prefill) is cut into tiles of weight rows × tokens, each computed
+//! by [`strata_quant::gemm`] so a weight tile stays in L2 while the tile's tokens stream over
+//! it. Every output equals `vec_dot` of its row and token, so the result does not depend on
+//! the tiling or the worker count.
 
-use rayon::prelude::*;
+use std::cell::RefCell;
+
 use strata_gguf::GgmlType;
 
 use crate::error::EngineError;
+use crate::pool::{self, Pool, Tile, Tiles};
 
 /// A 2-D weight `[rows][cols]` (ggml `ne = [cols, rows]`): `rows` outputs, `cols` inputs.
 #[derive(Clone, Copy, Debug)]
@@ -88,8 +96,8 @@ impl Activations {
         &self.f16_rounded.0
     }
 
-    /// The batch quantized to `ty`, computed at most once per write.
-    fn quantized(&mut self, ty: GgmlType) -> Result<&[u8], EngineError> {
+    /// The batch quantized to `ty`, computed at most once per write (tokens in parallel).
+    fn quantized(&mut self, ty: GgmlType, pool: &Pool) -> Result<&[u8], EngineError> {
         let idx = match self.quantized.iter().position(|q| q.0 == ty) {
             Some(i) => i,
             None => {
@@ -107,18 +115,59 @@ impl Activations {
                     elements: cols,
                     block_size: ty.block_size(),
                 })? as usize;
-            entry.1.resize(rb * (data.len() / cols), 0);
-            for (x, q) in data.chunks_exact(cols).zip(entry.1.chunks_exact_mut(rb)) {
-                strata_quant::quantize(ty, x, q)?;
-            }
+            let t_n = data.len() / cols;
+            entry.1.resize(rb * t_n, 0);
+            // Quantizing costs ~1/30 of the matmuls that follow; tiles of 16 tokens.
+            let tiles = Tiles::new(&mut entry.1, rb, rb, 16);
+            pool.for_each_tile(tiles, |tile| {
+                for (k, t) in tile.rows.clone().enumerate() {
+                    strata_quant::quantize(ty, &data[t * cols..(t + 1) * cols], tile.row_mut(k))?;
+                }
+                Ok::<(), EngineError>(())
+            })?;
             entry.2 = true;
         }
         Ok(&self.quantized[idx].1)
     }
 }
 
-/// Rows handled by one parallel task.
-const ROW_TILE: usize = 16;
+/// Bytes of weights per prefill tile: with the tile's activations it stays in a 1 MiB L2.
+const W_TILE_BYTES: usize = 192 << 10;
+/// Tokens per prefill tile.
+const TOK_TILE: usize = 64;
+/// Decode splits the rows into this many tasks per worker (balance against a busy core).
+const TASKS_PER_WORKER: usize = 4;
+
+thread_local! {
+    /// A tile's outputs `[tokens][rows]` when they are not contiguous in `y`.
+    static TILE_OUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Tile shape (weight rows, tokens) for `rows` rows of `row_bytes` bytes and `t_n` tokens.
+/// Rows come in multiples of 16 (whole cache lines of output).
+fn tile_shape(rows: usize, row_bytes: usize, t_n: usize, workers: usize) -> (usize, usize) {
+    let round16 = |n: usize| n.div_ceil(16).max(1) * 16;
+    let for_balance = round16(rows.div_ceil(TASKS_PER_WORKER * workers));
+    if t_n == 1 {
+        return (for_balance.min(rows), 1);
+    }
+    let for_cache = round16(W_TILE_BYTES / row_bytes.max(1));
+    let tok = if t_n <= TOK_TILE + TOK_TILE / 2 {
+        t_n
+    } else {
+        TOK_TILE
+    };
+    let tasks_per_col = t_n.div_ceil(tok);
+    // Few token tiles: also cut rows finer so every worker gets several tasks.
+    let rows_tile = if tasks_per_col >= TASKS_PER_WORKER * workers {
+        for_cache
+    } else {
+        for_cache.min(round16(
+            rows * tasks_per_col / (TASKS_PER_WORKER * workers).max(1),
+        ))
+    };
+    (rows_tile.clamp(16, rows.max(16)).min(rows), tok)
+}
 
 /// `y[t][r] = Σ_c x[t][c]·W[r][c] + bias[r]` for the `T` rows of `x`.
 ///
@@ -133,49 +182,84 @@ pub fn matmul(
     let t_n = x.data.len() / w.cols;
     debug_assert_eq!(x.cols, w.cols);
     debug_assert_eq!(y.len(), t_n * w.rows);
-    match strata_quant::vec_dot_type(w.ty) {
-        Some(act_ty) => {
-            let acts = x.quantized(act_ty)?;
-            let arb = acts.len() / t_n;
-            y.par_chunks_mut(w.rows)
-                .enumerate()
-                .try_for_each(|(t, yt)| {
-                    let a = &acts[t * arb..(t + 1) * arb];
-                    yt.par_chunks_mut(ROW_TILE)
-                        .enumerate()
-                        .try_for_each(|(tile, ys)| {
-                            for (i, yi) in ys.iter_mut().enumerate() {
-                                *yi = strata_quant::vec_dot(w.ty, w.row(tile * ROW_TILE + i), a)?;
-                            }
-                            Ok::<(), EngineError>(())
-                        })
-                })?;
-        }
-        None => {
-            // ggml converts the activations of an F16 weight to f16 before the dot product.
-            let data = if w.ty == GgmlType::F16 {
-                x.rounded_f16()
-            } else {
-                &x.data
-            };
-            y.par_chunks_mut(w.rows)
-                .enumerate()
-                .try_for_each(|(t, yt)| {
-                    let xt = &data[t * w.cols..(t + 1) * w.cols];
-                    yt.par_chunks_mut(ROW_TILE)
-                        .enumerate()
-                        .try_for_each(|(tile, ys)| {
-                            for (i, yi) in ys.iter_mut().enumerate() {
-                                *yi = strata_quant::dot_f32(w.ty, w.row(tile * ROW_TILE + i), xt)?;
-                            }
-                            Ok::<(), EngineError>(())
-                        })
-                })?;
-        }
+    if t_n == 0 || w.rows == 0 {
+        return Ok(());
     }
+    pool::with_current(|pool| {
+        let (row_tile, tok_tile) = tile_shape(w.rows, w.row_bytes(), t_n, pool.workers());
+        let tiles = Tiles::new(y, w.rows, row_tile, tok_tile);
+        match strata_quant::vec_dot_type(w.ty) {
+            Some(act_ty) => {
+                let acts = x.quantized(act_ty, pool)?;
+                let arb = acts.len() / t_n;
+                pool.for_each_tile(tiles, |tile| quantized_tile(w, acts, arb, tile))
+            }
+            None => {
+                // ggml converts the activations of an F16 weight to f16 before the dot product.
+                let data = if w.ty == GgmlType::F16 {
+                    x.rounded_f16()
+                } else {
+                    &x.data
+                };
+                pool.for_each_tile(tiles, |tile| float_tile(w, data, tile))
+            }
+        }
+    })?;
     if let Some(b) = bias {
         for row in y.chunks_exact_mut(w.rows) {
             super::add_in_place(row, b);
+        }
+    }
+    Ok(())
+}
+
+/// One tile of a quantized matmul through [`strata_quant::gemm`].
+fn quantized_tile(
+    w: &Matrix<'_>,
+    acts: &[u8],
+    arb: usize,
+    tile: &mut Tile<'_, f32>,
+) -> Result<(), EngineError> {
+    let (rows, toks) = (tile.cols.clone(), tile.rows.clone());
+    let rb = w.row_bytes();
+    let wt = &w.data[rows.start * rb..rows.end * rb];
+    let at = &acts[toks.start * arb..toks.end * arb];
+    if toks.len() == 1 {
+        // Decode: one dot per row is as fast as a tile with one token.
+        for (y, r) in tile.row_mut(0).iter_mut().zip(rows) {
+            *y = strata_quant::vec_dot(w.ty, w.row(r), at)?;
+        }
+        return Ok(());
+    }
+    if let Some(out) = tile.contiguous_mut() {
+        return Ok(strata_quant::gemm(
+            w.ty,
+            wt,
+            rows.len(),
+            at,
+            toks.len(),
+            out,
+            w.rows,
+        )?);
+    }
+    TILE_OUT.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        buf.resize(rows.len() * toks.len(), 0.0);
+        strata_quant::gemm(w.ty, wt, rows.len(), at, toks.len(), &mut buf, rows.len())?;
+        for (k, src) in buf.chunks_exact(rows.len()).enumerate() {
+            tile.row_mut(k).copy_from_slice(src);
+        }
+        Ok(())
+    })
+}
+
+/// One tile of a float-weight matmul: an f32 dot per (row, token).
+fn float_tile(w: &Matrix<'_>, data: &[f32], tile: &mut Tile<'_, f32>) -> Result<(), EngineError> {
+    let rows = tile.cols.clone();
+    for (k, t) in tile.rows.clone().enumerate() {
+        let xt = &data[t * w.cols..(t + 1) * w.cols];
+        for (yi, r) in tile.row_mut(k).iter_mut().zip(rows.clone()) {
+            *yi = strata_quant::dot_f32(w.ty, w.row(r), xt)?;
         }
     }
     Ok(())
@@ -234,6 +318,48 @@ mod tests {
             x.write().iter_mut().for_each(|v| *v = 0.0);
             matmul(&w, None, &mut x, &mut y).unwrap();
             assert!(y.iter().all(|v| *v == 0.0), "{ty}");
+        }
+    }
+
+    #[test]
+    fn tiled_batch_equals_token_by_token_bit_for_bit_on_any_pool() {
+        // 300 rows x 100 tokens: several row and token tiles, ragged edges.
+        let (rows, cols, t_n) = (300, 512, 100);
+        let ty = GgmlType::Q4_K;
+        let rb = ty.row_bytes(cols as u64).unwrap() as usize;
+        let wf: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 7919 % 211) as f32 - 105.0) / 80.0)
+            .collect();
+        let mut bytes = vec![0u8; rows * rb];
+        for (r, b) in wf.chunks_exact(cols).zip(bytes.chunks_exact_mut(rb)) {
+            strata_quant::quantize(ty, r, b).unwrap();
+        }
+        let w = Matrix {
+            ty,
+            rows,
+            cols,
+            data: &bytes,
+        };
+        let xf: Vec<f32> = (0..t_n * cols).map(|i| (i as f32 * 0.013).sin()).collect();
+        let mut one = Activations::default();
+        one.resize(1, cols);
+        let mut want = vec![0.0f32; t_n * rows];
+        for (t, y) in want.chunks_exact_mut(rows).enumerate() {
+            one.write().copy_from_slice(&xf[t * cols..(t + 1) * cols]);
+            matmul(&w, None, &mut one, y).unwrap();
+        }
+        for workers in [1, 3] {
+            let pool = Pool::new(crate::pool::PoolOptions {
+                workers,
+                ..Default::default()
+            });
+            let mut x = Activations::default();
+            x.resize(t_n, cols);
+            x.write().copy_from_slice(&xf);
+            let mut y = vec![0.0f32; t_n * rows];
+            pool.install(|| matmul(&w, None, &mut x, &mut y)).unwrap();
+            let same = y.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{workers} workers");
         }
     }
 }

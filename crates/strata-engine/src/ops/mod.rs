@@ -3,10 +3,14 @@
 
 pub mod activation;
 pub mod attention;
+pub mod conv1d;
+pub mod delta_net;
+pub mod gate;
 pub mod linear;
 pub mod moe;
 pub mod norm;
 pub mod rope;
+pub mod shared_expert;
 
 /// Dot product of two equal-length f32 slices.
 ///

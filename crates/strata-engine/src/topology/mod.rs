@@ -19,11 +19,13 @@
 //! ```
 
 pub mod cpulist;
+pub mod measure;
 mod sysfs;
 
 use std::path::PathBuf;
 
 pub use cpulist::{format_cpulist, parse_cpulist, CpuListError};
+pub use measure::{measure, Measurement};
 
 /// The kind of core a logical CPU runs on. Non-hybrid CPUs have only [`CoreClass::Performance`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -208,9 +210,6 @@ impl CpuTopology {
 }
 
 /// Which logical CPUs the pool's workers pin to (`--pool-affinity`).
-///
-/// `measure` (time a short kernel on each core class, then choose) is not implemented yet;
-/// parsing `"measure"` returns an error saying so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Affinity {
     /// One worker per physical core of the fastest class: P-cores on hybrid CPUs, every core
@@ -221,6 +220,9 @@ pub enum Affinity {
     PCores,
     /// Every online logical CPU.
     All,
+    /// Time a short kernel on each core class and SMT, then choose ([`measure()`]); a pure
+    /// [`choose_workers`] treats it as [`Affinity::Auto`].
+    Measure,
 }
 
 impl std::str::FromStr for Affinity {
@@ -231,11 +233,9 @@ impl std::str::FromStr for Affinity {
             "auto" => Ok(Affinity::Auto),
             "p-cores" => Ok(Affinity::PCores),
             "all" => Ok(Affinity::All),
-            "measure" => Err(
-                "--pool-affinity measure is not implemented yet; use auto, p-cores or all".into(),
-            ),
+            "measure" => Ok(Affinity::Measure),
             other => Err(format!(
-                "unknown affinity '{other}' (expected auto, p-cores or all)"
+                "unknown affinity '{other}' (expected auto, p-cores, all or measure)"
             )),
         }
     }
@@ -249,15 +249,16 @@ impl std::str::FromStr for Affinity {
 /// Never empty for a topology from [`CpuTopology::from_sysfs`].
 pub fn choose_workers(topo: &CpuTopology, affinity: Affinity) -> Vec<usize> {
     let fastest = topo.fastest_class();
-    let mut chosen: Vec<&LogicalCpu> = topo
-        .cpus
-        .iter()
-        .filter(|c| match affinity {
-            Affinity::Auto => c.class == fastest && c.is_first_thread(),
-            Affinity::PCores => c.class == fastest,
-            Affinity::All => true,
-        })
-        .collect();
+    ordered_cpus(topo, |c| match affinity {
+        Affinity::Auto | Affinity::Measure => c.class == fastest && c.is_first_thread(),
+        Affinity::PCores => c.class == fastest,
+        Affinity::All => true,
+    })
+}
+
+/// The CPUs that pass `keep`, in worker order (NUMA node, core class, L3 domain, CPU id).
+fn ordered_cpus(topo: &CpuTopology, keep: impl Fn(&LogicalCpu) -> bool) -> Vec<usize> {
+    let mut chosen: Vec<&LogicalCpu> = topo.cpus.iter().filter(|c| keep(c)).collect();
     chosen.sort_by_key(|c| (c.node, c.class, c.l3, c.id));
     chosen.into_iter().map(|c| c.id).collect()
 }
