@@ -49,6 +49,7 @@ pub fn run(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
     }
 
     print_tensors(&model, out)?;
+    print_experts(&model, out)?;
     Ok(())
 }
 
@@ -99,6 +100,140 @@ fn print_tensors(model: &GgufModel, out: &mut dyn Write) -> anyhow::Result<()> {
     writeln!(out, "  tensor bytes: {total} ({gib:.3} GiB)")?;
     for (ty, (n, bytes)) in per_type {
         writeln!(out, "  {ty:7} {n:>6} tensors  {bytes:>14} bytes")?;
+    }
+    Ok(())
+}
+
+/// The routed experts of one layer: types of gate/up/down (`ffn_*_exps`), expert count,
+/// expert FFN width, bytes per expert and in all, and the shared expert's bytes and types.
+#[derive(Clone, PartialEq)]
+struct ExpertLayer {
+    n_expert: u64,
+    n_ff_exp: u64,
+    types: [&'static str; 3],
+    per_expert: u64,
+    shared: Option<(u64, [&'static str; 3])>,
+}
+
+impl ExpertLayer {
+    /// `blk.{il}.ffn_{gate,up,down}_exps.weight` (ggml shapes `[embd, ff, n]`, `[embd, ff, n]`,
+    /// `[ff, embd, n]`) and the `_shexp` matrices, if the layer has them.
+    fn of(model: &GgufModel, il: usize) -> Option<ExpertLayer> {
+        let t =
+            |part: &str, kind: &str| model.tensor(&format!("blk.{il}.ffn_{part}_{kind}.weight"));
+        let exps = [t("gate", "exps")?, t("up", "exps")?, t("down", "exps")?];
+        let n_expert = exps[0].info.shape.get(2).copied().unwrap_or(1).max(1);
+        let shexp = [t("gate", "shexp"), t("up", "shexp"), t("down", "shexp")];
+        let shared = match shexp {
+            [Some(g), Some(u), Some(d)] => Some((
+                g.info.size_bytes + u.info.size_bytes + d.info.size_bytes,
+                [
+                    g.info.ggml_type.name(),
+                    u.info.ggml_type.name(),
+                    d.info.ggml_type.name(),
+                ],
+            )),
+            _ => None,
+        };
+        Some(ExpertLayer {
+            n_expert,
+            n_ff_exp: exps[0].info.shape.get(1).copied().unwrap_or(0),
+            types: exps.each_ref().map(|e| e.info.ggml_type.name()),
+            per_expert: exps.iter().map(|e| e.info.size_bytes).sum::<u64>() / n_expert,
+            shared,
+        })
+    }
+}
+
+/// For MoE files: the expert layout per layer (runs of identical layers on one line) and the
+/// split of tensor bytes between routed experts and everything else ("dense": attention,
+/// norms, router, shared expert, embeddings), plus the bytes one token reads. Prints nothing
+/// for a dense model.
+fn print_experts(model: &GgufModel, out: &mut dyn Write) -> anyhow::Result<()> {
+    let md = model.metadata();
+    let arch = md
+        .opt_str("general.architecture")
+        .ok()
+        .flatten()
+        .unwrap_or("");
+    let n_layer = md
+        .opt_u64(&format!("{arch}.block_count"))
+        .ok()
+        .flatten()
+        .unwrap_or(0);
+    let layers: Vec<(usize, ExpertLayer)> = (0..n_layer as usize)
+        .filter_map(|il| ExpertLayer::of(model, il).map(|e| (il, e)))
+        .collect();
+    if layers.is_empty() {
+        return Ok(());
+    }
+    let key = |k: &str| md.opt_u64(&format!("{arch}.{k}")).ok().flatten();
+    let used = key("expert_used_count");
+    let show = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
+    writeln!(
+        out,
+        "\nexperts: {} of {n_layer} layers routed, {} experts per layer, {} used per token, expert FFN width {}, shared expert FFN width {}",
+        layers.len(),
+        show(key("expert_count")),
+        show(used),
+        show(key("expert_feed_forward_length")),
+        key("expert_shared_feed_forward_length").map_or("none".to_string(), |v| v.to_string()),
+    )?;
+    writeln!(
+        out,
+        "  {:8}  {:>7}  {:>6}  {:6}  {:6}  {:6}  {:>12}  {:>14}  shared (bytes, gate/up/down)",
+        "layers", "experts", "ff", "gate", "up", "down", "bytes/expert", "bytes/layer"
+    )?;
+    let mut i = 0;
+    while i < layers.len() {
+        let (first, e) = &layers[i];
+        let mut j = i;
+        while j + 1 < layers.len() && layers[j + 1].1 == *e && layers[j + 1].0 == layers[j].0 + 1 {
+            j += 1;
+        }
+        let range = match layers[j].0 {
+            last if last == *first => first.to_string(),
+            last => format!("{first}-{last}"),
+        };
+        let shared = e
+            .shared
+            .map_or("-".to_string(), |(b, ty)| format!("{b}, {}", ty.join("/")));
+        writeln!(
+            out,
+            "  {range:8}  {:>7}  {:>6}  {:6}  {:6}  {:6}  {:>12}  {:>14}  {shared}",
+            e.n_expert,
+            e.n_ff_exp,
+            e.types[0],
+            e.types[1],
+            e.types[2],
+            e.per_expert,
+            e.per_expert * e.n_expert
+        )?;
+        i = j + 1;
+    }
+    let total: u64 = model.tensors().map(|t| t.info.size_bytes).sum();
+    let experts: u64 = layers.iter().map(|(_, e)| e.per_expert * e.n_expert).sum();
+    let dense = total - experts;
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    writeln!(
+        out,
+        "  routed expert bytes: {experts} ({:.3} GiB, {:.1}% of tensor bytes); dense bytes: {dense} ({:.3} GiB)",
+        gib(experts),
+        100.0 * experts as f64 / total.max(1) as f64,
+        gib(dense)
+    )?;
+    if let Some(used) = used {
+        // One embedding row is read per token, not the table.
+        let embd = model
+            .tensor("token_embd.weight")
+            .map_or(0, |t| t.info.size_bytes);
+        let routed: u64 = layers.iter().map(|(_, e)| e.per_expert * used).sum();
+        let active = dense - embd + routed;
+        writeln!(
+            out,
+            "  bytes read per token (dense less token_embd, + {used} experts per layer): {active} ({:.3} GiB)",
+            gib(active)
+        )?;
     }
     Ok(())
 }

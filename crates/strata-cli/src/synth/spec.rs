@@ -1,0 +1,346 @@
+//! What `strata synth` builds: an architecture and its dimensions, from a named preset
+//! (shapes from the models' public `config.json`) or explicit flags, and the GGUF metadata
+//! keys llama.cpp reads for it (`src/llama-arch.cpp` names; checked against the tiny
+//! checkpoints that `scripts/make_tiny_models.py` converts with llama.cpp's own converter).
+
+use anyhow::{bail, Result};
+use strata_gguf::GgufWriter;
+
+/// Architectures `strata synth` can write (`general.architecture`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SynthArch {
+    Llama,
+    Qwen2,
+    Qwen3,
+    Gemma3,
+    Qwen3moe,
+    Qwen3next,
+}
+
+impl SynthArch {
+    /// The GGUF key prefix and `general.architecture` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            SynthArch::Llama => "llama",
+            SynthArch::Qwen2 => "qwen2",
+            SynthArch::Qwen3 => "qwen3",
+            SynthArch::Gemma3 => "gemma3",
+            SynthArch::Qwen3moe => "qwen3moe",
+            SynthArch::Qwen3next => "qwen3next",
+        }
+    }
+
+    /// True for architectures with routed experts.
+    pub fn is_moe(self) -> bool {
+        matches!(self, SynthArch::Qwen3moe | SynthArch::Qwen3next)
+    }
+}
+
+/// Gated-DeltaNet shapes of a qwen3next model (`{arch}.ssm.*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ssm {
+    /// Causal conv kernel width (`ssm.conv_kernel`, HF `linear_conv_kernel_dim`).
+    pub conv_kernel: usize,
+    /// Key head width (`ssm.state_size`, HF `linear_key_head_dim`).
+    pub state_size: usize,
+    /// Key heads (`ssm.group_count`, HF `linear_num_key_heads`).
+    pub group_count: usize,
+    /// Value heads (`ssm.time_step_rank`, HF `linear_num_value_heads`).
+    pub time_step_rank: usize,
+    /// Value width, value heads × value head width (`ssm.inner_size`).
+    pub inner_size: usize,
+    /// Every `full_attention_interval`-th layer is full attention, the rest DeltaNet.
+    pub full_attention_interval: usize,
+}
+
+/// Every dimension of one synthetic model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spec {
+    pub arch: SynthArch,
+    /// `general.name`.
+    pub name: String,
+    pub n_layer: usize,
+    /// Residual width.
+    pub n_embd: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim: usize,
+    /// Dense FFN width (`feed_forward_length`; written for MoE models too, as HF has it).
+    pub n_ff: usize,
+    /// Routed experts per layer (0 for dense models).
+    pub n_expert: usize,
+    pub n_expert_used: usize,
+    /// Hidden width of one routed expert.
+    pub n_ff_exp: usize,
+    /// Hidden width of the shared expert (0 = none; qwen3next has one).
+    pub n_ff_shexp: usize,
+    /// Vocabulary size; set from the tokenizer when it is copied.
+    pub n_vocab: usize,
+    /// `context_length`.
+    pub n_ctx: usize,
+    pub rope_base: f32,
+    /// Rotated dims per head (`rope.dimension_count`).
+    pub n_rot: usize,
+    pub rms_eps: f32,
+    /// Gemma 3 sliding window (0 = none).
+    pub sliding_window: usize,
+    pub ssm: Option<Ssm>,
+}
+
+/// Names accepted by `--preset`.
+pub const PRESETS: [&str; 8] = [
+    "qwen3-30b-a3b",
+    "qwen3-next-80b-a3b",
+    "tiny-llama",
+    "tiny-qwen2",
+    "tiny-qwen3",
+    "tiny-gemma3",
+    "tiny-qwen3moe",
+    "tiny-qwen3next",
+];
+
+impl Spec {
+    /// Small defaults for `arch`: 2 layers (4 for qwen3next: 3 DeltaNet + 1 attention),
+    /// width 256, 4 heads of 64, 2 KV heads, 8 experts of width 256 with 2 used.
+    pub fn tiny(arch: SynthArch) -> Spec {
+        let moe = arch.is_moe();
+        let next = arch == SynthArch::Qwen3next;
+        Spec {
+            arch,
+            name: format!("synth-tiny-{}", arch.name()),
+            n_layer: if next { 4 } else { 2 },
+            n_embd: 256,
+            n_head: 4,
+            n_head_kv: 2,
+            head_dim: 64,
+            n_ff: 512,
+            n_expert: if moe { 8 } else { 0 },
+            n_expert_used: if moe { 2 } else { 0 },
+            n_ff_exp: if moe { 256 } else { 0 },
+            n_ff_shexp: if next { 256 } else { 0 },
+            n_vocab: 0,
+            n_ctx: 4096,
+            rope_base: if arch == SynthArch::Llama {
+                10_000.0
+            } else {
+                1e6
+            },
+            n_rot: if next { 16 } else { 64 },
+            rms_eps: 1e-6,
+            sliding_window: if arch == SynthArch::Gemma3 { 8 } else { 0 },
+            ssm: next.then_some(Ssm {
+                conv_kernel: 4,
+                state_size: 64,
+                group_count: 2,
+                time_step_rank: 4,
+                inner_size: 256,
+                full_attention_interval: 4,
+            }),
+        }
+    }
+
+    /// A named preset (see [`PRESETS`]).
+    ///
+    /// Errors: an unknown name, listing the known ones.
+    pub fn preset(name: &str) -> Result<Spec> {
+        if let Some(arch) = name.strip_prefix("tiny-") {
+            let arch = <SynthArch as clap::ValueEnum>::from_str(arch, true);
+            if let Ok(arch) = arch {
+                return Ok(Spec::tiny(arch));
+            }
+        }
+        let spec = match name {
+            // Qwen/Qwen3-30B-A3B config.json.
+            "qwen3-30b-a3b" => Spec {
+                arch: SynthArch::Qwen3moe,
+                name: "synth-qwen3-30b-a3b".into(),
+                n_layer: 48,
+                n_embd: 2048,
+                n_head: 32,
+                n_head_kv: 4,
+                head_dim: 128,
+                n_ff: 6144,
+                n_expert: 128,
+                n_expert_used: 8,
+                n_ff_exp: 768,
+                n_ff_shexp: 0,
+                n_vocab: 151_936,
+                n_ctx: 40_960,
+                rope_base: 1e6,
+                n_rot: 128,
+                rms_eps: 1e-6,
+                sliding_window: 0,
+                ssm: None,
+            },
+            // Qwen/Qwen3-Next-80B-A3B-Instruct config.json (partial_rotary_factor 0.25).
+            "qwen3-next-80b-a3b" => Spec {
+                arch: SynthArch::Qwen3next,
+                name: "synth-qwen3-next-80b-a3b".into(),
+                n_layer: 48,
+                n_embd: 2048,
+                n_head: 16,
+                n_head_kv: 2,
+                head_dim: 256,
+                n_ff: 5120,
+                n_expert: 512,
+                n_expert_used: 10,
+                n_ff_exp: 512,
+                n_ff_shexp: 512,
+                n_vocab: 151_936,
+                n_ctx: 262_144,
+                rope_base: 1e7,
+                n_rot: 64,
+                rms_eps: 1e-6,
+                sliding_window: 0,
+                ssm: Some(Ssm {
+                    conv_kernel: 4,
+                    state_size: 128,
+                    group_count: 16,
+                    time_step_rank: 32,
+                    inner_size: 4096,
+                    full_attention_interval: 4,
+                }),
+            },
+            _ => bail!(
+                "unknown preset '{name}'; known presets: {}",
+                PRESETS.join(", ")
+            ),
+        };
+        Ok(spec)
+    }
+
+    /// Checks that the shapes are consistent.
+    ///
+    /// Errors: a zero dimension, heads not divisible by KV heads, more experts used than
+    /// exist, an odd or too large rotation width, a bad DeltaNet shape.
+    pub fn validate(&self) -> Result<()> {
+        let dims = [
+            ("layers", self.n_layer),
+            ("embd", self.n_embd),
+            ("heads", self.n_head),
+            ("kv-heads", self.n_head_kv),
+            ("head-dim", self.head_dim),
+            ("ff", self.n_ff),
+        ];
+        if let Some((k, _)) = dims.iter().find(|(_, v)| *v == 0) {
+            bail!("--{k} must be at least 1");
+        }
+        if !self.n_head.is_multiple_of(self.n_head_kv) {
+            bail!(
+                "--heads {} is not a multiple of --kv-heads {}",
+                self.n_head,
+                self.n_head_kv
+            );
+        }
+        if self.n_rot > self.head_dim || !self.n_rot.is_multiple_of(2) {
+            bail!(
+                "rotated dims {} must be even and at most head-dim {}",
+                self.n_rot,
+                self.head_dim
+            );
+        }
+        if self.arch.is_moe() {
+            if self.n_expert == 0 || self.n_ff_exp == 0 {
+                bail!("{} needs --experts and --expert-ff", self.arch.name());
+            }
+            if self.n_expert_used == 0 || self.n_expert_used > self.n_expert {
+                bail!(
+                    "--experts-used {} must be between 1 and --experts {}",
+                    self.n_expert_used,
+                    self.n_expert
+                );
+            }
+        }
+        if let Some(s) = &self.ssm {
+            if s.group_count == 0
+                || s.time_step_rank % s.group_count != 0
+                || s.inner_size % s.time_step_rank != 0
+                || s.full_attention_interval == 0
+            {
+                bail!("inconsistent DeltaNet shape {s:?}");
+            }
+        }
+        Ok(())
+    }
+
+    /// True when layer `il` of a qwen3next model is Gated DeltaNet (false: full attention).
+    pub fn is_recurrent(&self, il: usize) -> bool {
+        self.ssm
+            .is_some_and(|s| !(il + 1).is_multiple_of(s.full_attention_interval))
+    }
+
+    /// Writes the architecture's metadata keys (not the tokenizer's).
+    pub fn write_metadata(&self, w: &mut GgufWriter, file_type: u32) {
+        let a = self.arch.name();
+        w.set("general.architecture", a);
+        w.set("general.type", "model");
+        w.set("general.name", self.name.as_str());
+        let u = |w: &mut GgufWriter, k: &str, v: usize| {
+            w.set(format!("{a}.{k}"), v as u32);
+        };
+        u(w, "block_count", self.n_layer);
+        u(w, "context_length", self.n_ctx);
+        u(w, "embedding_length", self.n_embd);
+        u(w, "feed_forward_length", self.n_ff);
+        u(w, "attention.head_count", self.n_head);
+        u(w, "attention.head_count_kv", self.n_head_kv);
+        w.set(format!("{a}.rope.freq_base"), self.rope_base);
+        w.set(
+            format!("{a}.attention.layer_norm_rms_epsilon"),
+            self.rms_eps,
+        );
+        u(w, "attention.key_length", self.head_dim);
+        u(w, "attention.value_length", self.head_dim);
+        if self.n_rot != self.head_dim || self.arch == SynthArch::Llama {
+            u(w, "rope.dimension_count", self.n_rot);
+        }
+        if self.arch == SynthArch::Llama {
+            u(w, "vocab_size", self.n_vocab);
+        }
+        if self.arch == SynthArch::Gemma3 && self.sliding_window > 0 {
+            u(w, "attention.sliding_window", self.sliding_window);
+            w.set(format!("{a}.rope.freq_base_swa"), 10_000f32);
+        }
+        if self.arch.is_moe() {
+            u(w, "expert_count", self.n_expert);
+            u(w, "expert_used_count", self.n_expert_used);
+            u(w, "expert_feed_forward_length", self.n_ff_exp);
+        }
+        if self.n_ff_shexp > 0 {
+            u(w, "expert_shared_feed_forward_length", self.n_ff_shexp);
+        }
+        if let Some(s) = &self.ssm {
+            u(w, "ssm.conv_kernel", s.conv_kernel);
+            u(w, "ssm.state_size", s.state_size);
+            u(w, "ssm.group_count", s.group_count);
+            u(w, "ssm.time_step_rank", s.time_step_rank);
+            u(w, "ssm.inner_size", s.inner_size);
+            let recurrent: Vec<bool> = (0..self.n_layer).map(|il| self.is_recurrent(il)).collect();
+            w.set(format!("{a}.attention.recurrent_layers"), recurrent);
+            u(w, "full_attention_interval", s.full_attention_interval);
+        }
+        w.set("general.file_type", file_type);
+        w.set("general.quantization_version", 2u32);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_preset_is_consistent() {
+        for p in PRESETS {
+            let s = Spec::preset(p).unwrap();
+            s.validate().unwrap_or_else(|e| panic!("{p}: {e}"));
+        }
+        assert!(Spec::preset("gpt-5").is_err());
+    }
+
+    #[test]
+    fn qwen3next_has_one_attention_layer_in_four() {
+        let s = Spec::tiny(SynthArch::Qwen3next);
+        let kinds: Vec<bool> = (0..4).map(|il| s.is_recurrent(il)).collect();
+        assert_eq!(kinds, [true, true, true, false]);
+    }
+}
