@@ -114,7 +114,15 @@ pub fn run(args: &super::BenchArgs, models_dir: &Path) -> Result<()> {
         info.rss_after_load as f64 / (1u64 << 20) as f64
     );
     let results = run_tests(&model, &args.model, &tests)?;
-    let md = table(&info, &results);
+    let mut md = table(&info, &results);
+    let roofline = match args.roofline {
+        true => {
+            let r = Roofline::measure(&model, info.n_threads);
+            md += &r.describe(&results);
+            Some(r)
+        }
+        false => None,
+    };
     let report = serde_json::json!({
         "tool_version": env!("CARGO_PKG_VERSION"),
         "date": crate::machine::utc_now(),
@@ -123,6 +131,7 @@ pub fn run(args: &super::BenchArgs, models_dir: &Path) -> Result<()> {
         "options": {"n_prompt": tests.n_prompt, "n_gen": tests.n_gen, "depths": tests.depths,
             "reps": tests.reps, "ctx": args.model.ctx, "kv": format!("{:?}", args.model.kv)},
         "results": results,
+        "roofline": roofline,
     });
     let text = serde_json::to_string_pretty(&report)?;
     match args.json.as_deref() {
@@ -137,6 +146,49 @@ pub fn run(args: &super::BenchArgs, models_dir: &Path) -> Result<()> {
         std::fs::write(p, &md).with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(())
+}
+
+/// The decode roofline of this model on this machine (`--roofline`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Roofline {
+    /// Measured DRAM read bandwidth, 1e9 bytes per second, with the pool's worker count.
+    pub mem_read_gbs: f64,
+    /// Weight bytes one decoded token reads (see [`super::roofline::bytes_per_token`]).
+    pub bytes_per_token: u64,
+    /// `mem_read_gbs / bytes_per_token`, tok/s.
+    pub roofline_tps: f64,
+}
+
+impl Roofline {
+    /// Measures the bandwidth (best of 5 passes over 1 GiB) with `threads` threads.
+    pub fn measure(model: &Model, threads: usize) -> Roofline {
+        eprintln!("  measuring DRAM read bandwidth ({threads} threads)…");
+        let gbs = super::membw::read_bandwidth_gbs(threads, 5);
+        let bytes = super::roofline::bytes_per_token(model.gguf());
+        Roofline {
+            mem_read_gbs: gbs,
+            bytes_per_token: bytes,
+            roofline_tps: super::roofline::roofline_tps(gbs, bytes),
+        }
+    }
+
+    /// Lines under the table: bandwidth, bytes per token, and each tg result's share.
+    pub fn describe(&self, results: &[TestResult]) -> String {
+        let mut s = format!(
+            "\nDRAM read {:.1} GB/s, {:.1} MB of weights per token: roofline {:.1} tok/s\n",
+            self.mem_read_gbs,
+            self.bytes_per_token as f64 / 1e6,
+            self.roofline_tps
+        );
+        for r in results.iter().filter(|r| r.n_gen > 0) {
+            s += &format!(
+                "{}: {:.0} % of the roofline\n",
+                r.test,
+                100.0 * r.avg_ts / self.roofline_tps
+            );
+        }
+        s
+    }
 }
 
 /// Loads the model (timed) and describes it.

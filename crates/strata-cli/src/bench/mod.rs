@@ -5,6 +5,8 @@
 mod agent;
 mod compare;
 mod local;
+mod membw;
+mod roofline;
 pub mod measure;
 pub mod report;
 
@@ -32,6 +34,10 @@ pub struct BenchArgs {
     /// (`strata bench --local -m MODEL -p 512 -n 128 -r 3`), mean ± sd tok/s.
     #[arg(long)]
     pub local: bool,
+    /// --local: also measure the DRAM read bandwidth and show each tg result as a share of the
+    /// decode roofline (bandwidth / weight bytes read per token).
+    #[arg(long)]
+    pub roofline: bool,
     /// The model of --local.
     #[command(flatten)]
     pub model: crate::ModelArgs,
