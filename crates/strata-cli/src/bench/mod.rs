@@ -5,10 +5,10 @@
 mod agent;
 mod compare;
 mod local;
-mod membw;
-mod roofline;
 pub mod measure;
+mod membw;
 pub mod report;
+mod roofline;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
