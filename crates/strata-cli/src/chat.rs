@@ -29,10 +29,12 @@ pub struct ChatArgs {
 
 /// The model's template, or the plain-text fallback for a model without one.
 pub fn template_of(model: &Model) -> ChatTemplate {
-    model
-        .chat_template()
-        .cloned()
-        .unwrap_or_else(ChatTemplate::plain)
+    model.chat_template().cloned().unwrap_or_else(|| {
+        tracing::warn!(
+            "the model has no chat template (tokenizer.chat_template); using plain \"User:/Assistant:\" turns"
+        );
+        ChatTemplate::plain()
+    })
 }
 
 /// Reads user lines from stdin until EOF or `/exit`; `/reset` starts over.

@@ -28,8 +28,8 @@ use strata_engine::KvType;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// Where known models are cached (env STRATA_MODELS_DIR; default ~/.cache/strata/models).
-    #[arg(long, global = true, env = "STRATA_MODELS_DIR")]
+    /// Where known models are cached (default ~/.cache/strata/models).
+    #[arg(long, global = true, env = "STRATA_MODELS_DIR", hide_env_values = true)]
     models_dir: Option<PathBuf>,
 }
 
@@ -97,18 +97,25 @@ pub struct SamplingArgs {
     /// Temperature; 0 = greedy.
     #[arg(long = "temp", default_value_t = 0.8)]
     pub temperature: f32,
+    /// Keep only the K most likely tokens (0 = all).
     #[arg(long, default_value_t = 40)]
     pub top_k: usize,
+    /// Nucleus sampling: keep the smallest set of tokens whose probability reaches P (1 = off).
     #[arg(long, default_value_t = 0.95)]
     pub top_p: f32,
+    /// Drop tokens less likely than P times the most likely one (0 = off).
     #[arg(long, default_value_t = 0.05)]
     pub min_p: f32,
+    /// Penalise recently seen tokens: positive logits divided by R, negative multiplied (1 = off).
     #[arg(long, default_value_t = 1.0)]
     pub repeat_penalty: f32,
+    /// How many recent tokens the penalties look at (0 = none).
     #[arg(long, default_value_t = 64)]
     pub repeat_last_n: usize,
+    /// Subtract P from the logit of every token already seen (0 = off).
     #[arg(long, default_value_t = 0.0)]
     pub presence_penalty: f32,
+    /// Subtract F times its count from the logit of every token already seen (0 = off).
     #[arg(long, default_value_t = 0.0)]
     pub frequency_penalty: f32,
     /// Random seed (same seed, same output).
@@ -136,6 +143,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG")
                 .unwrap_or_else(|_| "warn".into()),
@@ -192,6 +200,18 @@ pub fn start_pool(
     let (pool, fresh) = strata_engine::pool::init_global(plan.options(true));
     if fresh {
         tracing::info!("pool: {plan}");
+        let mut cpus = plan.cpus.clone();
+        cpus.sort_unstable();
+        cpus.dedup();
+        if !cpus.is_empty() && plan.workers > cpus.len() {
+            // Workers sharing a CPU wait on each other at every op barrier.
+            tracing::warn!(
+                "{} pool workers on {} CPUs: workers share CPUs and every op waits for the slowest; \
+                 use -t 0 (one per CPU) for speed",
+                plan.workers,
+                cpus.len()
+            );
+        }
     }
     pool
 }

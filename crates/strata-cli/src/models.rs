@@ -177,7 +177,9 @@ pub fn cached_path(model: &KnownModel, models_dir: &Path) -> PathBuf {
 pub fn resolve_model(arg: Option<&str>, models_dir: &Path) -> Result<PathBuf> {
     let name = match arg {
         None => DEFAULT_MODEL,
+        Some(a) if Path::new(a).is_dir() => bail!("{a} is a directory, not a GGUF file"),
         Some(a) if Path::new(a).exists() => return Ok(PathBuf::from(a)),
+        Some(a) if a.contains('/') || a.ends_with(".gguf") => bail!("{a}: no such file"),
         Some(a) => a,
     };
     let Some(model) = find_model(name) else {
