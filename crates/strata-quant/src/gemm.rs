@@ -21,7 +21,8 @@ use tile::Job;
 /// `w`: `n_rows` encoded rows of `ty`, back to back; `acts`: `n_tok` rows quantized to
 /// `vec_dot_type(ty)` by [`crate::quantize`], back to back, covering the same elements;
 /// `out`: at least `(n_tok − 1)·out_stride + n_rows` floats, `out_stride >= n_rows` when
-/// `n_tok > 1`. Other entries of `out` are left as they are. Allocation-free.
+/// `n_tok > 1`. Other entries of `out` are left as they are. Allocates only to grow a per-thread
+/// scratch for decoded weights (at most 64 KiB, once per thread).
 ///
 /// ```
 /// use strata_quant::{gemm, quantize, vec_dot, GgmlType};

@@ -9,11 +9,11 @@ use crate::config::{Arch, ModelConfig};
 use crate::error::EngineError;
 use crate::kv_cache::LayerKv;
 use crate::ops::activation::{geglu_tanh, swiglu};
-use crate::ops::add_in_place;
 use crate::ops::attention::{attention, AttnShape};
 use crate::ops::linear::{matmul, Matrix};
 use crate::ops::moe::moe_ffn;
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_in_place};
+use crate::ops::{add_in_place, par_chunks};
 use crate::session::Workspace;
 use crate::weights::{Ffn, LayerWeights, Weights};
 
@@ -31,12 +31,16 @@ pub fn forward_batch(
     let t_n = tokens.len();
     ws.prepare(cfg, t_n);
     embed(cfg, &w.token_embd, tokens, &mut ws.x)?;
-    for t in 0..t_n {
-        let n_rot = cfg.rope.n_rot;
-        cfg.rope
-            .angles(pos0 + t, &mut ws.rope_cs[t * n_rot..(t + 1) * n_rot]);
-        cfg.rope_swa
-            .angles(pos0 + t, &mut ws.rope_cs_swa[t * n_rot..(t + 1) * n_rot]);
+    let n_rot = cfg.rope.n_rot;
+    for (rope, cs) in [
+        (&cfg.rope, &mut ws.rope_cs),
+        (&cfg.rope_swa, &mut ws.rope_cs_swa),
+    ] {
+        par_chunks(&mut cs[..t_n * n_rot], n_rot, |r, cs| {
+            for (t, cs) in cs.chunks_exact_mut(n_rot).enumerate() {
+                rope.angles(pos0 + r.start / n_rot + t, cs);
+            }
+        });
     }
     for (il, (lw, lkv)) in w.layers.iter().zip(kv.iter_mut()).enumerate() {
         attention_block(cfg, il, lw, lkv, ws, pos0)?;
@@ -93,11 +97,10 @@ fn attention_block(
     } else {
         (&cfg.rope, &ws.rope_cs)
     };
-    let (q_dim, kv_dim, n_rot) = (cfg.n_head * hd, cfg.kv_row(), rope.n_rot);
+    let (q_dim, kv_dim) = (cfg.n_head * hd, cfg.kv_row());
+    rope.apply_rows(&mut ws.q, q_dim, hd, &cs[..]);
+    rope.apply_rows(&mut ws.k, kv_dim, hd, &cs[..]);
     for t in 0..ws.q.len() / q_dim {
-        let angles = &cs[t * n_rot..(t + 1) * n_rot];
-        rope.apply(&mut ws.q[t * q_dim..(t + 1) * q_dim], hd, angles);
-        rope.apply(&mut ws.k[t * kv_dim..(t + 1) * kv_dim], hd, angles);
         kv.write(
             pos0 + t,
             &ws.k[t * kv_dim..(t + 1) * kv_dim],

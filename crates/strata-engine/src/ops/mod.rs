@@ -12,6 +12,43 @@ pub mod norm;
 pub mod rope;
 pub mod shared_expert;
 
+use std::ops::Range;
+
+use crate::pool::{self, Tiles};
+
+/// Fewest elements worth a pool task of an element-wise op: below this, waking a worker costs
+/// more than the work it takes over (one decode token stays on the calling thread).
+const MIN_TASK_ELEMS: usize = 16 << 10;
+/// Tasks per worker of an element-wise op (balance against a core slowed by another process).
+const TASKS_PER_WORKER: usize = 4;
+
+/// Runs `f(range, &mut x[range])` over consecutive chunks of `x` on the current pool, each a
+/// multiple of `unit` elements (a row; `x.len()` must be a multiple of it). For element-wise
+/// and row-wise ops: each element depends only on its own chunk, so the result does not depend
+/// on the chunking or the worker count.
+pub(crate) fn par_chunks(x: &mut [f32], unit: usize, f: impl Fn(Range<usize>, &mut [f32]) + Sync) {
+    let n = x.len();
+    if n == 0 {
+        return;
+    }
+    debug_assert_eq!(n % unit, 0);
+    let units = n / unit;
+    pool::with_current(|p| {
+        let by_size = MIN_TASK_ELEMS.div_ceil(unit);
+        let by_balance = units.div_ceil(TASKS_PER_WORKER * p.workers());
+        let chunk = by_size.max(by_balance).min(units) * unit;
+        if chunk >= n {
+            return f(0..n, x);
+        }
+        // One row of `n` columns cut into column tiles of `chunk` elements.
+        let tiles = Tiles::new(x, n, chunk, 1);
+        let _ = p.for_each_tile(tiles, |tile| {
+            f(tile.cols.clone(), tile.row_mut(0));
+            Ok::<(), ()>(())
+        });
+    })
+}
+
 /// Dot product of two equal-length f32 slices.
 ///
 /// Sixteen independent accumulators let the compiler vectorise the loop without
@@ -44,12 +81,14 @@ pub fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
     }
 }
 
-/// Elementwise `a += b` (residual connections).
-#[inline]
+/// Elementwise `a += b` (residual connections), in parallel chunks when long.
 pub fn add_in_place(a: &mut [f32], b: &[f32]) {
-    for (x, y) in a.iter_mut().zip(b) {
-        *x += y;
-    }
+    debug_assert_eq!(a.len(), b.len());
+    par_chunks(a, 1, |r, a| {
+        for (x, y) in a.iter_mut().zip(&b[r]) {
+            *x += y;
+        }
+    });
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! RMS normalisation (Zhang & Sennrich, "Root Mean Square Layer Normalization", 2019).
 
+use super::par_chunks;
+
 /// `out = x / sqrt(mean(x²) + eps) * weight` for one row; `x`, `weight`, `out` have equal length.
 /// The sum of squares is accumulated in f64, as ggml's `ggml_compute_forward_rms_norm` does.
 pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
@@ -10,22 +12,27 @@ pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
 }
 
 /// In-place RMS norm of every `weight.len()`-sized chunk of `x` (per-head q/k norms, or
-/// every token row of a `[T][dim]` buffer).
+/// every token row of a `[T][dim]` buffer); groups of rows run in parallel on the current pool.
 pub fn rms_norm_rows_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
-    for row in x.chunks_exact_mut(weight.len()) {
-        let scale = rms_scale(row, eps);
-        for (xi, w) in row.iter_mut().zip(weight) {
-            *xi = *xi * scale * w;
+    par_chunks(x, weight.len(), |_, x| {
+        for row in x.chunks_exact_mut(weight.len()) {
+            let scale = rms_scale(row, eps);
+            for (xi, w) in row.iter_mut().zip(weight) {
+                *xi = *xi * scale * w;
+            }
         }
-    }
+    });
 }
 
-/// Row-wise [`rms_norm`] over `[T][dim]` buffers.
+/// Row-wise [`rms_norm`] over `[T][dim]` buffers; groups of rows run in parallel on the
+/// current pool.
 pub fn rms_norm_rows(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     let d = weight.len();
-    for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
-        rms_norm(xr, weight, eps, or);
-    }
+    par_chunks(out, d, |r, out| {
+        for (xr, or) in x[r].chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+            rms_norm(xr, weight, eps, or);
+        }
+    });
 }
 
 fn rms_scale(x: &[f32], eps: f32) -> f32 {

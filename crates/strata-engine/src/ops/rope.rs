@@ -1,5 +1,7 @@
 //! Rotary position embedding (Su et al., "RoFormer", 2021), in ggml's two pair layouts.
 
+use super::par_chunks;
+
 /// Which elements of a head form a rotated pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RopeStyle {
@@ -35,6 +37,20 @@ impl Rope {
             cs[1] = t.sin();
             theta *= theta_scale;
         }
+    }
+
+    /// Rotates every token row of `x` (`[T][row]`, each row `n_heads × head_dim`) by its own
+    /// angles: row `t` by `cos_sin[t·n_rot..(t + 1)·n_rot]` (as [`Rope::angles`] fills them).
+    /// Groups of rows run in parallel on the current pool.
+    pub fn apply_rows(&self, x: &mut [f32], row: usize, head_dim: usize, cos_sin: &[f32]) {
+        let n_rot = self.n_rot;
+        par_chunks(x, row, |r, x| {
+            let t0 = r.start / row;
+            for (t, xr) in x.chunks_exact_mut(row).enumerate() {
+                let angles = &cos_sin[(t0 + t) * n_rot..(t0 + t + 1) * n_rot];
+                self.apply(xr, head_dim, angles);
+            }
+        });
     }
 
     /// Rotates every head of `x` (`n_heads × head_dim`, contiguous) by precomputed angles.

@@ -8,6 +8,8 @@
 //! (row, token) result is bit-identical to the kernel's.
 
 use std::array;
+use std::cell::RefCell;
+use std::mem::{align_of, size_of};
 
 use crate::block::{cast_blocks, Block};
 
@@ -71,9 +73,24 @@ pub(crate) struct Job<'a> {
     pub out_stride: usize,
 }
 
+/// Bytes of decoded weights a group of rows may cache (per thread): beyond this the rows are
+/// decoded again for every group of tokens, as the decoded form would not stay in L1/L2.
+const DEC_CACHE_BYTES: usize = 64 << 10;
+
+/// A cache line of scratch: the decoded weights of a row group live in a `Vec` of these.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+thread_local! {
+    /// Per-thread scratch for decoded weights; grows to the largest row group seen.
+    static DEC_CACHE: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
+}
+
 /// `job` in tiles of `R` rows × `T` tokens; the rows and tokens left over at the edges run as
-/// 1-row or 1-token tiles. Each group of `R` rows sweeps every token, so its weights stay in L1
-/// while the activations stream from L2.
+/// 1-row or 1-token tiles. Each group of `R` rows is decoded once into a per-thread cache and
+/// then sweeps every token, so the decoded weights stay in L1 while the activations stream
+/// from L2 (rows too long for the cache are decoded per tile instead).
 ///
 /// # Safety
 /// `K`'s CPU features are available; `job`'s lengths were checked by `gemm`.
@@ -93,20 +110,78 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
     };
     let (n_rows, n_tok) = (job.n_rows, job.n_tok);
     let (rows_tiled, toks_tiled) = (n_rows / R * R, n_tok / T * T);
+    let dec_bytes = R * (nb / K::STEP) * size_of::<K::Dec>();
+    let cacheable =
+        n_tok > T && dec_bytes <= DEC_CACHE_BYTES && align_of::<K::Dec>() <= align_of::<Line>();
+    if !cacheable {
+        for r in (0..rows_tiled).step_by(R) {
+            for t in (0..toks_tiled).step_by(T) {
+                tile::<K, R, T>(&mut m, r, t, None);
+            }
+            for t in toks_tiled..n_tok {
+                tile::<K, R, 1>(&mut m, r, t, None);
+            }
+        }
+        for r in rows_tiled..n_rows {
+            for t in (0..toks_tiled).step_by(T) {
+                tile::<K, 1, T>(&mut m, r, t, None);
+            }
+            for t in toks_tiled..n_tok {
+                tile::<K, 1, 1>(&mut m, r, t, None);
+            }
+        }
+        return;
+    }
+    // No closure runs the kernels (it would not inherit the caller's target features): the
+    // scratch is only sized inside one, and used after it.
+    let lines = dec_bytes.div_ceil(size_of::<Line>());
+    let dec = DEC_CACHE.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if cache.len() < lines {
+            cache.resize(lines, Line([0; 64]));
+        }
+        cache.as_mut_ptr().cast::<K::Dec>()
+    });
+    // SAFETY (of using `dec` past the borrow): the scratch is per thread, only `run` touches
+    // it, and `run` neither recurses nor yields, so nothing resizes or reads it meanwhile.
     for r in (0..rows_tiled).step_by(R) {
+        decode_rows::<K, R>(&m, r, dec);
         for t in (0..toks_tiled).step_by(T) {
-            tile::<K, R, T>(&mut m, r, t);
+            tile::<K, R, T>(&mut m, r, t, Some(dec));
         }
         for t in toks_tiled..n_tok {
-            tile::<K, R, 1>(&mut m, r, t);
+            tile::<K, R, 1>(&mut m, r, t, Some(dec));
         }
     }
     for r in rows_tiled..n_rows {
+        decode_rows::<K, 1>(&m, r, dec);
         for t in (0..toks_tiled).step_by(T) {
-            tile::<K, 1, T>(&mut m, r, t);
+            tile::<K, 1, T>(&mut m, r, t, Some(dec));
         }
         for t in toks_tiled..n_tok {
-            tile::<K, 1, 1>(&mut m, r, t);
+            tile::<K, 1, 1>(&mut m, r, t, Some(dec));
+        }
+    }
+}
+
+/// Decodes every whole step of rows `r0..r0 + R` into `dec`, step-major: `dec[s·R + i]` is
+/// step `s` of row `r0 + i`.
+///
+/// # Safety
+/// `dec` has room for `R · (nb / STEP)` aligned values; `K`'s CPU features are available.
+#[inline(always)]
+unsafe fn decode_rows<K: Tile, const R: usize>(
+    m: &Mat<'_, K::W, K::A>,
+    r0: usize,
+    dec: *mut K::Dec,
+) {
+    let nb = m.nb;
+    let rows: [&[K::W]; R] = array::from_fn(|i| &m.w[(r0 + i) * nb..(r0 + i + 1) * nb]);
+    for s in 0..nb / K::STEP {
+        for (i, row) in rows.iter().enumerate() {
+            // `s·STEP + STEP <= nb`: inside the row; `s·R + i < R·(nb / STEP)`: inside `dec`.
+            dec.add(s * R + i)
+                .write(K::decode(row.as_ptr().add(s * K::STEP)));
         }
     }
 }
@@ -120,12 +195,17 @@ struct Mat<'a, W, A> {
     stride: usize,
 }
 
-/// Rows `r0..r0 + R` × tokens `t0..t0 + T`.
+/// Rows `r0..r0 + R` × tokens `t0..t0 + T`, the weights taken from `dec` (as filled by
+/// [`decode_rows`] for these rows) when given, else decoded here.
+///
+/// # Safety
+/// As for [`run`]; `dec`, if given, holds the decoded steps of exactly these rows.
 #[inline(always)]
 unsafe fn tile<K: Tile, const R: usize, const T: usize>(
     m: &mut Mat<'_, K::W, K::A>,
     r0: usize,
     t0: usize,
+    dec: Option<*const K::Dec>,
 ) {
     let nb = m.nb;
     let rows: [&[K::W]; R] = array::from_fn(|i| &m.w[(r0 + i) * nb..(r0 + i + 1) * nb]);
@@ -146,7 +226,10 @@ unsafe fn tile<K: Tile, const R: usize, const T: usize>(
                 prep[j] = K::prep(toks[j].as_ptr().add(at));
             }
             for i in 0..R {
-                let dec = K::decode(rows[i].as_ptr().add(at));
+                let dec = match dec {
+                    Some(d) => *d.add(s * R + i),
+                    None => K::decode(rows[i].as_ptr().add(at)),
+                };
                 for j in 0..T {
                     acc[i][j] = K::step(acc[i][j], &dec, &prep[j]);
                 }

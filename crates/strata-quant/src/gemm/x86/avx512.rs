@@ -80,16 +80,16 @@ impl<X: SymmetricTail> Tile for Symmetric<X> {
     type A = BlockQ8_0;
     const STEP: usize = 2;
     const CHAINS: usize = 2;
-    /// Biased quants `x + OFFSET`, the two `d_x`.
-    type Dec = (__m512i, __m128);
-    /// Quants, `-OFFSET Σ y` per lane, the two `d_y`.
-    type Prep = (__m512i, __m512i, __m128);
+    /// Biased quants `x + OFFSET`, the two `d_x` spread over the lanes of their blocks.
+    type Dec = (__m512i, __m512);
+    /// Quants, `-OFFSET Σ y` per lane, the two `d_y` spread over the lanes of their blocks.
+    type Prep = (__m512i, __m512i, __m512);
     type Acc = __m512;
 
     #[inline(always)]
     unsafe fn decode(w: *const X) -> Self::Dec {
         let (a, b) = (&*w, &*w.add(1));
-        (X::biased_pair(a, b), halves_pair(w, w.add(1)))
+        (X::biased_pair(a, b), spread_pair(halves_pair(w, w.add(1))))
     }
     #[inline(always)]
     unsafe fn prep(a: *const BlockQ8_0) -> Self::Prep {
@@ -97,7 +97,7 @@ impl<X: SymmetricTail> Tile for Symmetric<X> {
         let y = load_pair(ya.qs.as_ptr(), yb.qs.as_ptr());
         let offset = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(X::OFFSET), y);
         let neg = _mm512_sub_epi32(_mm512_setzero_si512(), offset);
-        (y, neg, halves_pair(a, a.add(1)))
+        (y, neg, spread_pair(halves_pair(a, a.add(1))))
     }
     #[inline(always)]
     unsafe fn zero() -> __m512 {
@@ -107,7 +107,9 @@ impl<X: SymmetricTail> Tile for Symmetric<X> {
     unsafe fn step(acc: __m512, w: &Self::Dec, a: &Self::Prep) -> __m512 {
         // Σ (x + off) y - off Σ y, exact in i32 like the kernel's two `vpdpbusd`.
         let sum = _mm512_dpbusd_epi32(a.1, w.0, a.0);
-        let d = spread_pair(_mm_mul_ps(w.1, a.2));
+        // Lane-wise product of the spread scales: the same f32 products as spreading
+        // `d_x · d_y`, so bit-identical to the kernel.
+        let d = _mm512_mul_ps(w.1, a.2);
         _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sum), acc)
     }
     #[inline(always)]
