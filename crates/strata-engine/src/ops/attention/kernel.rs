@@ -1,0 +1,252 @@
+//! One attention task: the queries of one KV head at a block of tokens against a range of
+//! keys, visited in tiles of [`K_TILE`] positions with an online softmax.
+//!
+//! Two ways to score a tile, chosen by the number of queries: few queries (decode) take dot
+//! products straight from the cache rows ([`lanes::scores`], f16 converted in registers); many
+//! queries (prefill) convert the key tile once, transpose it and score it column-wise. Values
+//! are converted to f32 once per tile (f16) or read in place (f32).
+
+use std::ops::Range;
+
+use super::lanes::{self, Isa, KeyElem};
+use super::online::Online;
+use super::{AttnShape, K_TILE};
+use crate::kv_cache::KvRows;
+
+/// Tasks with fewer queries than this score keys one dot product at a time instead of
+/// through a transposed key tile.
+const BY_ROWS_BELOW: usize = 8;
+
+/// The inputs of one (KV head, query block, key range) task.
+pub(super) struct Job<'a> {
+    pub q: &'a [f32],
+    pub k: KvRows<'a>,
+    pub v: KvRows<'a>,
+    /// Cache elements per position.
+    pub row: usize,
+    pub pos0: usize,
+    pub s: &'a AttnShape,
+    /// KV head.
+    pub g: usize,
+    pub toks: Range<usize>,
+    pub keys: Range<usize>,
+    pub isa: Isa,
+}
+
+/// Per-thread buffers of one task.
+#[derive(Default)]
+pub(super) struct Scratch {
+    /// Queries `[n_q][hd]` (rounded to f16 with an f16 cache).
+    q: Vec<f32>,
+    /// Softmax state of the queries.
+    pub st: Online,
+    /// Key tile transposed `[hd][K_TILE]` and row-major `[K_TILE][hd]`, value tile
+    /// `[K_TILE][hd]` (f32 of an f16 cache).
+    kt: Vec<f32>,
+    krow: Vec<f32>,
+    v: Vec<f32>,
+    /// Scores `[n_q][K_TILE]` of the current tile.
+    sc: Vec<f32>,
+}
+
+impl Scratch {
+    /// Online softmax of the queries of KV head `job.g` (its `group` query heads) at tokens
+    /// `job.toks` over the visible keys within `job.keys`; leaves `st` per query (index
+    /// `(t − toks.start)·group + head in group`).
+    pub fn attend(&mut self, job: &Job<'_>) {
+        match job.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::detect` found AVX-512F on this CPU.
+            Isa::Avx512 => unsafe { self.attend_avx512(job) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::detect` found AVX2 and F16C on this CPU.
+            Isa::Avx2 => unsafe { self.attend_avx2(job) },
+            Isa::Scalar => self.attend_any(job),
+        }
+    }
+
+    /// [`Scratch::attend_any`] compiled for AVX-512F: same operations in the same order
+    /// (no FMA contraction, no reassociation), so the same bits as the other paths.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn attend_avx512(&mut self, job: &Job<'_>) {
+        self.attend_any(job)
+    }
+
+    /// [`Scratch::attend_any`] compiled for AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn attend_avx2(&mut self, job: &Job<'_>) {
+        self.attend_any(job)
+    }
+
+    #[inline(always)]
+    fn attend_any(&mut self, job: &Job<'_>) {
+        let s = job.s;
+        let (hd, group) = (s.head_dim, s.n_head / s.n_kv_head);
+        let (toks, pos0) = (job.toks.clone(), job.pos0);
+        let n_q = toks.len() * group;
+        let f16 = matches!(job.k, KvRows::F16(_));
+        self.q.clear();
+        for t in toks.clone() {
+            let qt = &job.q[(t * s.n_head + job.g * group) * hd..][..group * hd];
+            if f16 {
+                lanes::extend_rounded_f16(job.isa, qt, &mut self.q);
+            } else {
+                self.q.extend_from_slice(qt);
+            }
+        }
+        self.st.reset(n_q, hd);
+        self.v.resize(K_TILE * hd, 0.0);
+        // Few queries (decode): a dot per key beats transposing the key tile.
+        let by_rows = n_q < BY_ROWS_BELOW;
+        if by_rows {
+            self.sc.resize(n_q * K_TILE, 0.0);
+        } else {
+            self.kt.resize(hd * K_TILE, 0.0);
+            self.krow.resize(K_TILE * hd, 0.0);
+            self.sc.resize(K_TILE, 0.0);
+        }
+        // Keys visible to token t: first(t) .. pos0 + t + 1; both ends grow with t.
+        let first = |t: usize| match s.window {
+            Some(w) => (pos0 + t + 1).saturating_sub(w),
+            None => 0,
+        };
+        let lo = job.keys.start.max(first(toks.start));
+        let hi = job.keys.end.min(pos0 + toks.end);
+        let mut tile0 = lo / K_TILE * K_TILE;
+        while tile0 < hi {
+            let (a, b) = (lo.max(tile0), hi.min(tile0 + K_TILE));
+            if by_rows {
+                self.prefetch_keys(job, b..hi.min(b + K_TILE));
+                self.score_rows(job, a..b);
+            } else {
+                self.load_keys(job, tile0, a..b);
+            }
+            // Values of the tile: `(slice, stride)` with row 0 at position `tile0`.
+            let (vals, v_stride) = self.values(job, tile0, a..b);
+            for t in toks.clone() {
+                let (ja, jb) = (a.max(first(t)), b.min(pos0 + t + 1));
+                if ja >= jb {
+                    continue;
+                }
+                let js = ja - tile0..jb - tile0;
+                for h in 0..group {
+                    let qi = (t - toks.start) * group + h;
+                    let sc = if by_rows {
+                        &mut self.sc[qi * K_TILE + (ja - a)..qi * K_TILE + (jb - a)]
+                    } else {
+                        score_columns(
+                            &self.q[qi * hd..(qi + 1) * hd],
+                            &self.kt,
+                            js.clone(),
+                            &mut self.sc,
+                        )
+                    };
+                    let v = vals.unwrap_or(&self.v);
+                    let v0 = js.start * v_stride;
+                    self.st.fold(qi, hd, s.scale, sc, &v[v0..], v_stride);
+                }
+            }
+            tile0 += K_TILE;
+        }
+    }
+
+    /// Starts loading the keys and values of positions `keys` (the next tile) into the cache
+    /// while this tile is computed: decode reads each of them once, from memory.
+    #[inline(always)]
+    fn prefetch_keys(&self, job: &Job<'_>, keys: Range<usize>) {
+        let hd = job.s.head_dim;
+        for p in keys {
+            let at = p * job.row + job.g * hd;
+            match (job.k, job.v) {
+                (KvRows::F16(k), KvRows::F16(v)) => {
+                    lanes::prefetch(&k[at..at + hd]);
+                    lanes::prefetch(&v[at..at + hd]);
+                }
+                (KvRows::F32(k), KvRows::F32(v)) => {
+                    lanes::prefetch(&k[at..at + hd]);
+                    lanes::prefetch(&v[at..at + hd]);
+                }
+                _ => unreachable!("keys and values share one storage type"),
+            }
+        }
+    }
+
+    /// Scores of every query against keys `keys`, into `sc[qi·K_TILE + (p − keys.start)]`.
+    #[inline(always)]
+    fn score_rows(&mut self, job: &Job<'_>, keys: Range<usize>) {
+        let hd = job.s.head_dim;
+        let at = keys.start * job.row + job.g * hd;
+        let n = keys.len();
+        match job.k {
+            KvRows::F16(k) => scores(job, &self.q, &k[at..], n, &mut self.sc),
+            KvRows::F32(k) => scores(job, &self.q, &k[at..], n, &mut self.sc),
+        }
+    }
+
+    /// Converts keys of positions `range` (inside the tile at `tile0`) to f32 and transposes
+    /// them into `kt` `[hd][K_TILE]`.
+    #[inline(always)]
+    fn load_keys(&mut self, job: &Job<'_>, tile0: usize, range: Range<usize>) {
+        let hd = job.s.head_dim;
+        let (j0, n) = (range.start - tile0, range.len());
+        for p in range {
+            let (j, at) = (p - tile0, p * job.row + job.g * hd);
+            let dst = &mut self.krow[j * hd..(j + 1) * hd];
+            match job.k {
+                KvRows::F16(k) => lanes::convert_f16(job.isa, &k[at..at + hd], dst),
+                KvRows::F32(k) => dst.copy_from_slice(&k[at..at + hd]),
+            }
+        }
+        for d in 0..hd {
+            let dst = &mut self.kt[d * K_TILE + j0..d * K_TILE + j0 + n];
+            for (i, x) in dst.iter_mut().enumerate() {
+                *x = self.krow[(j0 + i) * hd + d];
+            }
+        }
+    }
+
+    /// The values of positions `range` (inside the tile at `tile0`): an f16 cache is converted
+    /// into `self.v` (returns `None`, stride `hd`); an f32 cache is read in place (returns the
+    /// cache from position `tile0` on, stride `row`).
+    #[inline(always)]
+    fn values<'v>(
+        &mut self,
+        job: &Job<'v>,
+        tile0: usize,
+        range: Range<usize>,
+    ) -> (Option<&'v [f32]>, usize) {
+        let hd = job.s.head_dim;
+        match job.v {
+            KvRows::F16(v) => {
+                for p in range {
+                    let (j, at) = (p - tile0, p * job.row + job.g * hd);
+                    lanes::convert_f16(job.isa, &v[at..at + hd], &mut self.v[j * hd..(j + 1) * hd]);
+                }
+                (None, hd)
+            }
+            KvRows::F32(v) => (Some(&v[tile0 * job.row + job.g * hd..]), job.row),
+        }
+    }
+}
+
+/// Row-wise scores of the task's queries against `n` keys starting at `k[0]`.
+#[inline(always)]
+fn scores<E: KeyElem>(job: &Job<'_>, q: &[f32], k: &[E], n: usize, sc: &mut [f32]) {
+    lanes::scores(job.isa, q, job.s.head_dim, k, job.row, n, sc, K_TILE);
+}
+
+/// Scores of one query against tile columns `js` of the transposed keys `kt`, into `sc[js]`.
+#[inline(always)]
+fn score_columns<'s>(q: &[f32], kt: &[f32], js: Range<usize>, sc: &'s mut [f32]) -> &'s mut [f32] {
+    let sc = &mut sc[js.clone()];
+    sc.fill(0.0);
+    for (d, qd) in q.iter().enumerate() {
+        let krow = &kt[d * K_TILE + js.start..d * K_TILE + js.end];
+        for (s, k) in sc.iter_mut().zip(krow) {
+            *s += qd * k;
+        }
+    }
+    sc
+}

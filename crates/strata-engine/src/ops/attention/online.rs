@@ -1,0 +1,184 @@
+//! The online softmax of attention (Milakov & Gimelshein 2018, as in FlashAttention): a
+//! running maximum `m`, sum `l` and unnormalised output `o` per query, folded one key tile at
+//! a time, and the merge of partial `(m, l, o)` of key chunks (flash-decoding).
+
+use crate::pool::Tile;
+
+use super::AttnShape;
+
+/// Running softmax state of the queries of one task, `[n_q]` / `[n_q][hd]`.
+#[derive(Default)]
+pub(super) struct Online {
+    pub o: Vec<f32>,
+    pub m: Vec<f32>,
+    pub l: Vec<f32>,
+}
+
+impl Online {
+    /// Empty state for `n_q` queries of `hd` elements (reuses the buffers).
+    pub fn reset(&mut self, n_q: usize, hd: usize) {
+        self.o.clear();
+        self.o.resize(n_q * hd, 0.0);
+        self.m.clear();
+        self.m.resize(n_q, f32::NEG_INFINITY);
+        self.l.clear();
+        self.l.resize(n_q, 0.0);
+    }
+
+    /// Folds raw scores `sc` (q·k of consecutive keys, clobbered) of query `qi` into its
+    /// state; the value of key `j` is `v[j·v_stride ..][..hd]`.
+    #[inline(always)]
+    pub fn fold(
+        &mut self,
+        qi: usize,
+        hd: usize,
+        scale: f32,
+        sc: &mut [f32],
+        v: &[f32],
+        v_stride: usize,
+    ) {
+        // Lane-wise maxima first: a plain `f32::max` fold does not vectorise.
+        let mut lanes = [f32::NEG_INFINITY; 16];
+        let mut chunks = sc.chunks_exact_mut(16);
+        for ch in &mut chunks {
+            for (s, lane) in ch.iter_mut().zip(&mut lanes) {
+                *s *= scale;
+                *lane = if *s > *lane { *s } else { *lane };
+            }
+        }
+        for (s, lane) in chunks.into_remainder().iter_mut().zip(&mut lanes) {
+            *s *= scale;
+            *lane = if *s > *lane { *s } else { *lane };
+        }
+        let mt = lanes.iter().fold(f32::NEG_INFINITY, |a, b| a.max(*b));
+        let o = &mut self.o[qi * hd..(qi + 1) * hd];
+        if mt > self.m[qi] {
+            let corr = exp_neg(self.m[qi] - mt);
+            o.iter_mut().for_each(|v| *v *= corr);
+            self.l[qi] *= corr;
+            self.m[qi] = mt;
+        }
+        let m = self.m[qi];
+        sc.iter_mut().for_each(|s| *s = exp_neg(*s - m));
+        // The tile's weights summed in 16 lanes, then as a tree (one chain of dependent adds
+        // per tile, not per key).
+        let mut sum = [0.0f32; 16];
+        let chunks = sc.chunks_exact(16);
+        let rest = chunks.remainder();
+        for ch in chunks {
+            for (a, e) in sum.iter_mut().zip(ch) {
+                *a += e;
+            }
+        }
+        for (a, e) in sum.iter_mut().zip(rest) {
+            *a += e;
+        }
+        self.l[qi] += super::lanes::tree16(sum);
+        // Each output element adds its `e·v` in key order; 64 elements of `o` (four
+        // independent chains of vector adds) stay in registers for the whole tile.
+        let mut c = 0;
+        while c + 64 <= hd {
+            accumulate::<64>(&mut o[c..c + 64], sc, &v[c..], v_stride);
+            c += 64;
+        }
+        while c + 16 <= hd {
+            accumulate::<16>(&mut o[c..c + 16], sc, &v[c..], v_stride);
+            c += 16;
+        }
+        for (j, e) in sc.iter().enumerate() {
+            for (od, vd) in o[c..]
+                .iter_mut()
+                .zip(&v[j * v_stride + c..j * v_stride + hd])
+            {
+                *od += e * vd;
+            }
+        }
+    }
+
+    /// Writes `o / l` of every query into the tile (`[tokens][group·hd]`).
+    pub fn write_normalized(&self, tile: &mut Tile<'_, f32>, group: usize, hd: usize) {
+        for k in 0..tile.rows.len() {
+            let row = tile.row_mut(k);
+            for (h, dst) in row.chunks_exact_mut(hd).enumerate() {
+                let qi = k * group + h;
+                let inv = 1.0 / self.l[qi];
+                for (d, o) in dst.iter_mut().zip(&self.o[qi * hd..(qi + 1) * hd]) {
+                    *d = o * inv;
+                }
+            }
+        }
+    }
+
+    /// Writes `(m, l, o)` of every query into the tile (`[tokens][group·(hd + 2)]`).
+    pub fn write_partial(&self, tile: &mut Tile<'_, f32>, group: usize, hd: usize) {
+        for k in 0..tile.rows.len() {
+            let row = tile.row_mut(k);
+            for (h, dst) in row.chunks_exact_mut(hd + 2).enumerate() {
+                let qi = k * group + h;
+                dst[0] = self.m[qi];
+                dst[1] = self.l[qi];
+                dst[2..].copy_from_slice(&self.o[qi * hd..(qi + 1) * hd]);
+            }
+        }
+    }
+}
+
+/// `o[i] += e_j · v[j·v_stride + i]` for every key `j` in order, `o` held in registers.
+#[inline(always)]
+fn accumulate<const W: usize>(o: &mut [f32], e: &[f32], v: &[f32], v_stride: usize) {
+    let mut acc: [f32; W] = o.try_into().expect("W lanes");
+    for (j, e) in e.iter().enumerate() {
+        let vr: &[f32; W] = v[j * v_stride..][..W].try_into().expect("W lanes");
+        for i in 0..W {
+            acc[i] += e * vr[i];
+        }
+    }
+    o.copy_from_slice(&acc);
+}
+
+/// Combines the per-chunk `(m, l, o)` of every (token, head) of `part`
+/// (`[T][n_splits][n_head][hd + 2]`) into `out` (`[T][n_head·hd]`), chunks in order.
+pub(super) fn merge_splits(part: &[f32], n_splits: usize, s: &AttnShape, out: &mut [f32]) {
+    let hd = s.head_dim;
+    let cell_w = hd + 2;
+    for (t, o_t) in out.chunks_exact_mut(s.n_head * hd).enumerate() {
+        let p_t = &part[t * n_splits * s.n_head * cell_w..][..n_splits * s.n_head * cell_w];
+        for (h, o) in o_t.chunks_exact_mut(hd).enumerate() {
+            let cell = |sp: usize| &p_t[(sp * s.n_head + h) * cell_w..][..cell_w];
+            let m = (0..n_splits)
+                .map(|sp| cell(sp)[0])
+                .fold(f32::NEG_INFINITY, f32::max);
+            o.fill(0.0);
+            let mut l = 0.0f32;
+            for sp in 0..n_splits {
+                let c = cell(sp);
+                if c[1] == 0.0 {
+                    continue; // no visible key in this chunk
+                }
+                let w = (c[0] - m).exp();
+                l += c[1] * w;
+                super::super::axpy(w, &c[2..], o);
+            }
+            let inv = 1.0 / l;
+            o.iter_mut().for_each(|v| *v *= inv);
+        }
+    }
+}
+
+/// `eˣ` for `x ≤ 0` (softmax weights), branch-free so loops over it vectorise; relative
+/// error below 2⁻²² (≈ 2 ulp), and `x < −87` gives ≈ 1e−38 instead of 0.
+///
+/// Range reduction `x = k·ln2 + r`, |r| ≤ ln2/2 (Cody–Waite split of ln2), then a degree-6
+/// Taylor polynomial of `eʳ` and `2ᵏ` put into the exponent bits.
+#[inline(always)]
+pub(super) fn exp_neg(x: f32) -> f32 {
+    const ROUND: f32 = 12_582_912.0; // 1.5·2²³: adding it rounds to an integer
+    let x = x.max(-87.0);
+    let k = (x * std::f32::consts::LOG2_E + ROUND) - ROUND;
+    let r = (x - k * 0.693_145_75) - k * 1.428_606_8e-6;
+    let p = 1.0
+        + r * (1.0
+            + r * (0.5
+                + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    p * f32::from_bits((((k as i32) + 127) as u32) << 23)
+}

@@ -1,0 +1,302 @@
+//! Attention against a naive f64 reference, and every SIMD kernel against its scalar
+//! reference, bit for bit.
+
+use super::lanes::{self, f16_to_f32, Isa};
+use super::online::exp_neg;
+use super::*;
+use crate::kv_cache::{KvCache, KvType};
+
+/// Naive reference: softmax over all visible keys, computed in f64.
+fn reference(q: &[f32], ks: &[Vec<f32>], vs: &[Vec<f32>], scale: f32, first: usize) -> Vec<f32> {
+    let n = ks.len();
+    let s: Vec<f64> = (first..n)
+        .map(|j| {
+            q.iter()
+                .zip(&ks[j])
+                .map(|(a, b)| (*a * *b) as f64)
+                .sum::<f64>()
+                * scale as f64
+        })
+        .collect();
+    let m = s.iter().cloned().fold(f64::MIN, f64::max);
+    let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+    let z: f64 = e.iter().sum();
+    let mut o = vec![0.0f64; q.len()];
+    for (w, j) in e.iter().zip(first..n) {
+        for d in 0..q.len() {
+            o[d] += w / z * vs[j][d] as f64;
+        }
+    }
+    o.into_iter().map(|x| x as f32).collect()
+}
+
+#[test]
+fn gqa_and_window_match_naive_reference() {
+    let (hd, n_head, n_kv) = (4, 4, 2);
+    let mut cache = KvCache::new(1, 8, n_kv * hd, KvType::F32);
+    let val = |p: usize, i: usize| ((p * 7 + i * 3) as f32 * 0.13).sin();
+    let mut keys = vec![vec![]; n_kv];
+    let mut vals = vec![vec![]; n_kv];
+    for p in 0..6 {
+        let k: Vec<f32> = (0..n_kv * hd).map(|i| val(p, i)).collect();
+        let v: Vec<f32> = (0..n_kv * hd).map(|i| val(p + 11, i)).collect();
+        cache.layers[0].write(p, &k, &v);
+        for g in 0..n_kv {
+            keys[g].push(k[g * hd..(g + 1) * hd].to_vec());
+            vals[g].push(v[g * hd..(g + 1) * hd].to_vec());
+        }
+    }
+    for window in [None, Some(3)] {
+        let shape = AttnShape {
+            n_head,
+            n_kv_head: n_kv,
+            head_dim: hd,
+            scale: 0.5,
+            window,
+        };
+        // two queries at positions 4 and 5
+        let q: Vec<f32> = (0..2 * n_head * hd)
+            .map(|i| (i as f32 * 0.7).cos())
+            .collect();
+        let mut out = vec![0.0; q.len()];
+        attention(&q, &cache.layers[0], 4, &shape, &mut out);
+        for t in 0..2 {
+            let pos: usize = 4 + t;
+            let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+            for h in 0..n_head {
+                let g = h / 2;
+                let qi = &q[(t * n_head + h) * hd..][..hd];
+                let r = reference(qi, &keys[g][..=pos], &vals[g][..=pos], 0.5, first);
+                let got = &out[(t * n_head + h) * hd..][..hd];
+                for d in 0..hd {
+                    assert!((r[d] - got[d]).abs() < 1e-5, "{window:?} t{t} h{h}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn key_tiles_splits_and_query_blocks_match_naive_reference() {
+    let (hd, n_head, n_kv, n_pos) = (8, 4, 2, 700);
+    let mut cache = KvCache::new(1, n_pos, n_kv * hd, KvType::F32);
+    let val = |p: usize, i: usize| ((p * 31 + i * 7) as f32 * 0.011).sin() * 2.0;
+    let mut keys = vec![vec![]; n_kv];
+    let mut vals = vec![vec![]; n_kv];
+    for p in 0..n_pos {
+        let k: Vec<f32> = (0..n_kv * hd).map(|i| val(p, i)).collect();
+        let v: Vec<f32> = (0..n_kv * hd).map(|i| val(p + 5000, i)).collect();
+        cache.layers[0].write(p, &k, &v);
+        for g in 0..n_kv {
+            keys[g].push(k[g * hd..(g + 1) * hd].to_vec());
+            vals[g].push(v[g * hd..(g + 1) * hd].to_vec());
+        }
+    }
+    // (tokens, pos0): one query past three key splits; 20 queries over two blocks.
+    for (t_n, pos0) in [(1, 650), (3, 500), (20, 600)] {
+        for window in [None, Some(100)] {
+            let shape = AttnShape {
+                n_head,
+                n_kv_head: n_kv,
+                head_dim: hd,
+                scale: 0.3,
+                window,
+            };
+            let q: Vec<f32> = (0..t_n * n_head * hd)
+                .map(|i| (i as f32 * 0.37).cos())
+                .collect();
+            let mut out = vec![0.0; q.len()];
+            attention(&q, &cache.layers[0], pos0, &shape, &mut out);
+            for t in 0..t_n {
+                let pos = pos0 + t;
+                let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+                for h in 0..n_head {
+                    let g = h / (n_head / n_kv);
+                    let qi = &q[(t * n_head + h) * hd..][..hd];
+                    let r = reference(qi, &keys[g][..=pos], &vals[g][..=pos], 0.3, first);
+                    let got = &out[(t * n_head + h) * hd..][..hd];
+                    for d in 0..hd {
+                        assert!(
+                            (r[d] - got[d]).abs() < 1e-5,
+                            "T={t_n} {window:?} t{t} h{h}: {} vs {}",
+                            got[d],
+                            r[d]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn f16_conversion_is_exact_for_every_half() {
+    for bits in 0..=u16::MAX {
+        let want = half::f16::from_bits(bits).to_f32();
+        let got = f16_to_f32(bits);
+        if want.is_nan() {
+            assert!(got.is_nan(), "{bits:#06x}");
+        } else {
+            assert_eq!(got.to_bits(), want.to_bits(), "{bits:#06x}");
+        }
+    }
+}
+
+#[test]
+fn exp_neg_is_within_a_few_ulp_of_libm() {
+    for i in 0..=200_000 {
+        let x = -(i as f32) * 87.0 / 200_000.0;
+        let (got, want) = (exp_neg(x), x.exp());
+        assert!(
+            ((got - want) / want).abs() < 4e-7,
+            "exp({x}) = {got}, libm {want}"
+        );
+    }
+    assert!(exp_neg(f32::NEG_INFINITY) < 1e-37);
+    assert_eq!(exp_neg(0.0), 1.0);
+}
+
+/// Every ISA this CPU runs, the scalar reference first.
+fn isas() -> Vec<Isa> {
+    let mut v = vec![Isa::Scalar];
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("f16c")
+        {
+            v.push(Isa::Avx2);
+        }
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            v.push(Isa::Avx512);
+        }
+    }
+    v
+}
+
+#[test]
+fn row_scores_are_bit_identical_on_every_isa() {
+    // head dims with and without a tail past the 16 lanes; 1–7 queries (groups of 4 + rest)
+    for hd in [8, 64, 72, 256] {
+        let (row, n) = (3 * hd, 37);
+        let kf: Vec<f32> = (0..n * row)
+            .map(|i| ((i * 13) as f32 * 0.017).sin() * 3.0)
+            .collect();
+        let kh: Vec<half::f16> = kf.iter().map(|v| half::f16::from_f32(*v)).collect();
+        for n_q in 1..=7 {
+            let q: Vec<f32> = (0..n_q * hd)
+                .map(|i| ((i * 7) as f32 * 0.03).cos())
+                .collect();
+            let mut want = (vec![0.0f32; n_q * K_TILE], vec![0.0f32; n_q * K_TILE]);
+            for (i, isa) in isas().into_iter().enumerate() {
+                let mut got = (vec![0.0f32; n_q * K_TILE], vec![0.0f32; n_q * K_TILE]);
+                lanes::scores(isa, &q, hd, &kf[hd..], row, n, &mut got.0, K_TILE);
+                lanes::scores(isa, &q, hd, &kh[hd..], row, n, &mut got.1, K_TILE);
+                if i == 0 {
+                    for qi in 0..n_q {
+                        for j in 0..n {
+                            let k = &kf[hd + j * row..][..hd];
+                            let d = lanes::dot_ref(&q[qi * hd..][..hd], k);
+                            assert_eq!(d.to_bits(), got.0[qi * K_TILE + j].to_bits());
+                        }
+                    }
+                    want = got;
+                    continue;
+                }
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got.0), bits(&want.0), "{isa:?} f32 hd{hd} n_q{n_q}");
+                assert_eq!(bits(&got.1), bits(&want.1), "{isa:?} f16 hd{hd} n_q{n_q}");
+            }
+        }
+    }
+}
+
+#[test]
+fn f16_rows_convert_exactly_on_every_isa() {
+    let src: Vec<half::f16> = (0..=u16::MAX).map(half::f16::from_bits).collect();
+    for isa in isas() {
+        for len in [65_536, 37] {
+            let mut dst = vec![0.0f32; len];
+            lanes::convert_f16(isa, &src[..len], &mut dst);
+            for (h, d) in src.iter().zip(&dst) {
+                assert!(
+                    h.to_f32().to_bits() == d.to_bits() || d.is_nan(),
+                    "{isa:?} {h}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn f16_rounding_of_queries_is_bit_identical_on_every_isa() {
+    let src: Vec<f32> = (0..100_003)
+        .map(|i| {
+            f32::from_bits(0x3000_0000u32.wrapping_add(i * 7919))
+                * if i % 2 == 0 { 1.0 } else { -1.0 }
+        })
+        .chain([
+            65504.0,
+            65520.0,
+            1e-8,
+            6e-8,
+            -3e-5,
+            0.0,
+            -0.0,
+            f32::INFINITY,
+        ])
+        .collect();
+    for isa in isas() {
+        let mut got = vec![];
+        lanes::extend_rounded_f16(isa, &src, &mut got);
+        for (x, g) in src.iter().zip(&got) {
+            let want = half::f16::from_f32(*x).to_f32();
+            assert_eq!(want.to_bits(), g.to_bits(), "{isa:?} {x:e}");
+        }
+    }
+}
+
+#[test]
+fn f16_cache_decode_matches_naive_reference_on_rounded_inputs() {
+    let (hd, n_head, n_kv, n_pos) = (64, 6, 2, 1500);
+    let mut cache = KvCache::new(1, n_pos, n_kv * hd, KvType::F16);
+    let val = |p: usize, i: usize| ((p * 31 + i * 7) as f32 * 0.013).sin();
+    let r16 = |v: f32| half::f16::from_f32(v).to_f32();
+    let mut keys = vec![vec![]; n_kv];
+    let mut vals = vec![vec![]; n_kv];
+    for p in 0..n_pos {
+        let k: Vec<f32> = (0..n_kv * hd).map(|i| val(p, i)).collect();
+        let v: Vec<f32> = (0..n_kv * hd).map(|i| val(p + 9000, i)).collect();
+        cache.layers[0].write(p, &k, &v);
+        for g in 0..n_kv {
+            keys[g].push(k[g * hd..(g + 1) * hd].iter().map(|x| r16(*x)).collect());
+            vals[g].push(v[g * hd..(g + 1) * hd].iter().map(|x| r16(*x)).collect());
+        }
+    }
+    for pos in [40, 299, 1499] {
+        let shape = AttnShape {
+            n_head,
+            n_kv_head: n_kv,
+            head_dim: hd,
+            scale: 0.125,
+            window: None,
+        };
+        let q: Vec<f32> = (0..n_head * hd)
+            .map(|i| (i as f32 * 0.37).cos() * 2.0)
+            .collect();
+        let mut out = vec![0.0; q.len()];
+        attention(&q, &cache.layers[0], pos, &shape, &mut out);
+        for h in 0..n_head {
+            let g = h / (n_head / n_kv);
+            let qi: Vec<f32> = q[h * hd..][..hd].iter().map(|x| r16(*x)).collect();
+            let r = reference(&qi, &keys[g][..=pos], &vals[g][..=pos], 0.125, 0);
+            for d in 0..hd {
+                let got = out[h * hd + d];
+                assert!(
+                    (r[d] - got).abs() < 1e-5,
+                    "pos{pos} h{h} d{d}: {got} vs {}",
+                    r[d]
+                );
+            }
+        }
+    }
+}
