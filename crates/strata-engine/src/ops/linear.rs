@@ -131,6 +131,32 @@ impl Activations {
     }
 }
 
+/// An input batch as a matmul by some weight type reads it (see [`Activations::rows_for`]).
+#[derive(Clone, Copy, Debug)]
+pub enum ActRows<'a> {
+    /// `[T][row_bytes]` in the weight type's `vec_dot_type`.
+    Quantized(&'a [u8]),
+    /// `[T][cols]` f32, rounded to f16 for F16 weights.
+    Float(&'a [f32]),
+}
+
+impl Activations {
+    /// The batch as [`matmul`] by a `w_ty` weight reads it: quantized to `w_ty`'s
+    /// `vec_dot_type` (on the current pool, at most once per write), else f32 (f16-rounded
+    /// for F16). For ops that run their own tiles, e.g. routed experts.
+    ///
+    /// Errors: `cols` is not a whole number of the activation type's blocks.
+    pub fn rows_for(&mut self, w_ty: GgmlType) -> Result<ActRows<'_>, EngineError> {
+        match strata_quant::vec_dot_type(w_ty) {
+            Some(act_ty) => {
+                pool::with_current(move |p| self.quantized(act_ty, p)).map(ActRows::Quantized)
+            }
+            None if w_ty == GgmlType::F16 => Ok(ActRows::Float(self.rounded_f16())),
+            None => Ok(ActRows::Float(&self.data)),
+        }
+    }
+}
+
 /// Bytes of weights per prefill tile: with the tile's activations it stays in a 1 MiB L2.
 const W_TILE_BYTES: usize = 192 << 10;
 /// Tokens per prefill tile.
