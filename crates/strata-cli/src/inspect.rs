@@ -223,15 +223,10 @@ fn print_experts(model: &GgufModel, out: &mut dyn Write) -> anyhow::Result<()> {
         gib(dense)
     )?;
     if let Some(used) = used {
-        // One embedding row is read per token, not the table.
-        let embd = model
-            .tensor("token_embd.weight")
-            .map_or(0, |t| t.info.size_bytes);
-        let routed: u64 = layers.iter().map(|(_, e)| e.per_expert * used).sum();
-        let active = dense - embd + routed;
+        let active = crate::bench::roofline::bytes_per_token(model);
         writeln!(
             out,
-            "  bytes read per token (dense less token_embd, + {used} experts per layer): {active} ({:.3} GiB)",
+            "  bytes read per token (one embedding row unless it is the LM head, + {used} experts per layer): {active} ({:.3} GiB)",
             gib(active)
         )?;
     }

@@ -75,6 +75,13 @@ pub struct ModelArgs {
     /// KV cache type: f16 or f32.
     #[arg(long, default_value = "f16")]
     pub kv: KvType,
+    #[command(flatten)]
+    pub pool: PoolArgs,
+}
+
+/// The CPU worker pool's size and placement (`run`, `chat`, `serve`, `bench --local`, `quality`).
+#[derive(Args, Clone, Copy)]
+pub struct PoolArgs {
     /// CPU pool workers, the calling thread included (0 = one per CPU that --pool-affinity
     /// chooses). `-t/--threads` is an alias, as in llama.cpp.
     #[arg(
@@ -221,7 +228,7 @@ pub fn load_model(
     args: &ModelArgs,
     models_dir: &std::path::Path,
 ) -> anyhow::Result<strata_engine::Model> {
-    start_pool(args.pool_workers, args.pool_affinity);
+    start_pool(args.pool.pool_workers, args.pool.pool_affinity);
     let path = models::resolve_model(args.model.as_deref(), models_dir)?;
     let model = strata_engine::Model::load(&path)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;

@@ -8,7 +8,7 @@ mod local;
 pub mod measure;
 mod membw;
 pub mod report;
-mod roofline;
+pub(crate) mod roofline;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -42,18 +42,9 @@ pub struct QualityArgs {
     /// KV cache type of our engine (llama.cpp's default is f16).
     #[arg(long, default_value = "f16")]
     pub kv: KvType,
-    /// CPU pool workers of our engine and threads of llama.cpp (0 = one per chosen core);
-    /// `-t/--threads` is an alias.
-    #[arg(
-        short = 't',
-        long = "pool-workers",
-        visible_alias = "threads",
-        default_value_t = 0
-    )]
-    pub threads: usize,
-    /// CPUs our pool pins to: auto, p-cores, all or measure (see `strata run --help`).
-    #[arg(long, default_value = "auto")]
-    pub pool_affinity: strata_engine::topology::Affinity,
+    /// CPU pool of our engine; its worker count is also llama.cpp's thread count.
+    #[command(flatten)]
+    pub pool: crate::PoolArgs,
     /// Python with llama-cpp-python, for `--reference llama.cpp`.
     #[arg(long, env = "STRATA_PYTHON", default_value = "python3")]
     pub python: String,
@@ -71,8 +62,7 @@ pub fn run(args: QualityArgs, models_dir: &Path) -> Result<()> {
         model: args.model.clone(),
         ctx: args.ctx,
         kv: args.kv,
-        pool_workers: args.threads,
-        pool_affinity: args.pool_affinity,
+        pool: args.pool,
     };
     let model_path = crate::models::resolve_model(args.model.as_deref(), models_dir)?;
     let model = crate::load_model(&model_args, models_dir)?;
@@ -89,8 +79,8 @@ pub fn run(args: QualityArgs, models_dir: &Path) -> Result<()> {
     };
     let chunks = chunk_tokens(&model, &text, args.ctx, args.chunks)?;
     let first = args.ctx / 2;
-    let threads = if args.threads > 0 {
-        args.threads
+    let threads = if args.pool.pool_workers > 0 {
+        args.pool.pool_workers
     } else {
         strata_engine::pool::current_workers()
     };
