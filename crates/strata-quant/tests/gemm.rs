@@ -169,16 +169,18 @@ fn gemm_matches_vec_dot_bit_for_bit_on_edge_values() {
     let fills = [0, 0xff, 0x80, 0x7f, 0x88];
     // f16 max, min normal, a subnormal, zero, negative.
     let scales = [65504.0, 6.1035156e-5, 5.9604645e-8, 0.0, -1.0];
-    for ty in vec_dot_types() {
-        let (n_rows, n_tok, blocks, stride) = (5, 6, 3, 7);
-        let n = blocks * ty.block_size();
-        for fill in fills {
-            for scale in scales {
-                let w = weight_rows(&mut rng, ty, n_rows, n, Weights::Edge { fill, scale });
-                let acts = act_rows(&mut rng, ty, n_tok, n, fill as usize);
-                for &isa in &paths {
-                    let what = format!("bytes {fill:#x}, scales {scale}");
-                    check(isa, ty, &w, n_rows, &acts, n_tok, stride, &what);
+    // Rows with and without blocks after the last whole tile step.
+    for (n_rows, n_tok, blocks, stride) in [(5, 6, 3, 7), (8, 9, 4, 9)] {
+        for ty in vec_dot_types() {
+            let n = blocks * ty.block_size();
+            for fill in fills {
+                for scale in scales {
+                    let w = weight_rows(&mut rng, ty, n_rows, n, Weights::Edge { fill, scale });
+                    let acts = act_rows(&mut rng, ty, n_tok, n, fill as usize);
+                    for &isa in &paths {
+                        let what = format!("{blocks} blocks, bytes {fill:#x}, scales {scale}");
+                        check(isa, ty, &w, n_rows, &acts, n_tok, stride, &what);
+                    }
                 }
             }
         }

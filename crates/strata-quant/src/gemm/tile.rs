@@ -61,6 +61,20 @@ pub(crate) trait Tile {
     /// # Safety
     /// As for [`Tile::zero`].
     unsafe fn finish(acc: [Self::Acc; 2], w_tail: &[Self::W], a_tail: &[Self::A]) -> f32;
+    /// [`Tile::finish`] of four (row, token) pairs whose rows end on a whole step (no tail
+    /// blocks), so a kernel can reduce the four at once.
+    ///
+    /// # Safety
+    /// As for [`Tile::zero`].
+    #[inline(always)]
+    unsafe fn finish4(acc: [[Self::Acc; 2]; 4]) -> [f32; 4] {
+        [
+            Self::finish(acc[0], &[], &[]),
+            Self::finish(acc[1], &[], &[]),
+            Self::finish(acc[2], &[], &[]),
+            Self::finish(acc[3], &[], &[]),
+        ]
+    }
 }
 
 /// A matrix product as byte rows: the arguments of [`crate::gemm`], lengths already checked.
@@ -76,6 +90,13 @@ pub(crate) struct Job<'a> {
 /// Bytes of decoded weights a group of rows may cache (per thread): beyond this the rows are
 /// decoded again for every group of tokens, as the decoded form would not stay in L1/L2.
 const DEC_CACHE_BYTES: usize = 64 << 10;
+
+/// Whether [`run`] keeps `R` decoded rows of `job` in its per-thread scratch: a kernel may
+/// pick a taller tile when it does, as its weights then come from L1.
+pub(crate) fn caches_rows<K: Tile, const R: usize>(job: &Job<'_>) -> bool {
+    let nb = job.w.len() / size_of::<K::W>() / job.n_rows.max(1);
+    R * (nb / K::STEP) * size_of::<K::Dec>() <= DEC_CACHE_BYTES
+}
 
 /// A cache line of scratch: the decoded weights of a row group live in a `Vec` of these.
 #[derive(Clone, Copy)]
@@ -239,6 +260,22 @@ unsafe fn tile<K: Tile, const R: usize, const T: usize>(
         *chain = acc;
     }
     let tail = n_steps * K::STEP;
+    if tail == nb && (R * T).is_multiple_of(4) {
+        // Pairs in token-major order, four at a time.
+        for q in (0..R * T).step_by(4) {
+            let mut acc = [[K::zero(); 2]; 4];
+            for (k, acc) in acc.iter_mut().enumerate() {
+                let (j, i) = ((q + k) / R, (q + k) % R);
+                *acc = [chains[0][i][j], chains[1][i][j]];
+            }
+            let sums = K::finish4(acc);
+            for (k, sum) in sums.into_iter().enumerate() {
+                let (j, i) = ((q + k) / R, (q + k) % R);
+                m.out[(t0 + j) * m.stride + r0 + i] = sum;
+            }
+        }
+        return;
+    }
     for j in 0..T {
         let out = &mut m.out[(t0 + j) * m.stride + r0..][..R];
         for i in 0..R {

@@ -5,7 +5,8 @@
 use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
-use super::super::tile::{run, Job, Tile};
+use super::super::tile::{caches_rows, run, Job, Tile};
+use super::reduce::{hsum4_ps128, lanes, reduce4};
 use crate::dot::x86::avx2::k_quants::scales_mins_k4;
 use crate::dot::x86::avx2::legacy as avx2;
 use crate::dot::x86::avx512::k_quants::{load_pair, scale_pick, AffineK};
@@ -26,10 +27,10 @@ use crate::{BlockIQ4_NL, GgmlType};
 pub(super) unsafe fn gemm(ty: GgmlType, job: Job<'_>) -> bool {
     use GgmlType as T;
     match ty {
-        T::Q4_0 => run::<Symmetric<BlockQ4_0>, 4, 4>(job),
-        T::Q5_0 => run::<Symmetric<BlockQ5_0>, 4, 4>(job),
-        T::Q8_0 => run::<Symmetric<BlockQ8_0>, 4, 4>(job),
-        T::IQ4_NL => run::<Symmetric<BlockIQ4_NL>, 4, 4>(job),
+        T::Q4_0 => symmetric::<BlockQ4_0>(job),
+        T::Q5_0 => symmetric::<BlockQ5_0>(job),
+        T::Q8_0 => symmetric::<BlockQ8_0>(job),
+        T::IQ4_NL => symmetric::<BlockIQ4_NL>(job),
         T::Q4_1 => run::<AffinePair<BlockQ4_1>, 2, 4>(job),
         T::Q5_1 => run::<AffinePair<BlockQ5_1>, 2, 4>(job),
         T::Q4_K => run::<AffineKTile<BlockQ4_K>, 2, 2>(job),
@@ -39,6 +40,20 @@ pub(super) unsafe fn gemm(ty: GgmlType, job: Job<'_>) -> bool {
         _ => return false,
     }
     true
+}
+
+/// A symmetric type in 8×2 tiles when 8 decoded rows stay in the scratch (each activation step
+/// then serves 8 rows, and the weights come from L1), else in 4×4 tiles.
+///
+/// # Safety
+/// As for [`gemm`].
+#[inline(always)]
+unsafe fn symmetric<X: SymmetricTail>(job: Job<'_>) {
+    if caches_rows::<Symmetric<X>, 8>(&job) {
+        run::<Symmetric<X>, 8, 2>(job)
+    } else {
+        run::<Symmetric<X>, 4, 4>(job)
+    }
 }
 
 /// The f16 fields at the starts of two blocks: lanes `[a0, b0, a1, b1]` (`d` then `m` or `s`).
@@ -115,6 +130,17 @@ impl<X: SymmetricTail> Tile for Symmetric<X> {
     #[inline(always)]
     unsafe fn finish(acc: [__m512; 2], w: &[X], a: &[BlockQ8_0]) -> f32 {
         _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) + X::tail(w, a)
+    }
+    #[inline(always)]
+    unsafe fn finish4(acc: [[__m512; 2]; 4]) -> [f32; 4] {
+        let sums = reduce4([
+            _mm512_add_ps(acc[0][0], acc[0][1]),
+            _mm512_add_ps(acc[1][0], acc[1][1]),
+            _mm512_add_ps(acc[2][0], acc[2][1]),
+            _mm512_add_ps(acc[3][0], acc[3][1]),
+        ]);
+        // The kernel adds its (empty) tail's sum, which turns a -0 into +0.
+        lanes(_mm_add_ps(sums, _mm_set1_ps(X::tail(&[], &[]))))
     }
 }
 
@@ -261,6 +287,12 @@ impl<X: AffineK + crate::Block> Tile for AffineKTile<X> {
     unsafe fn finish(acc: [Self::Acc; 2], _: &[X], _: &[BlockQ8_K]) -> f32 {
         _mm512_reduce_add_ps(acc[0].0) - hsum_ps128(acc[0].1)
     }
+    #[inline(always)]
+    unsafe fn finish4(acc: [[Self::Acc; 2]; 4]) -> [f32; 4] {
+        let products = reduce4([acc[0][0].0, acc[1][0].0, acc[2][0].0, acc[3][0].0]);
+        let mins = hsum4_ps128([acc[0][0].1, acc[1][0].1, acc[2][0].1, acc[3][0].1]);
+        lanes(_mm_sub_ps(products, mins))
+    }
 }
 
 /// Q6_K against Q8_K.
@@ -340,6 +372,10 @@ impl Tile for Q6K {
     unsafe fn finish(acc: [__m512; 2], _: &[BlockQ6_K], _: &[BlockQ8_K]) -> f32 {
         _mm512_reduce_add_ps(acc[0])
     }
+    #[inline(always)]
+    unsafe fn finish4(acc: [[__m512; 2]; 4]) -> [f32; 4] {
+        lanes(reduce4([acc[0][0], acc[1][0], acc[2][0], acc[3][0]]))
+    }
 }
 
 /// IQ4_XS against Q8_K.
@@ -409,5 +445,9 @@ impl Tile for IQ4XS {
     #[inline(always)]
     unsafe fn finish(acc: [__m512; 2], _: &[BlockIQ4_XS], _: &[BlockQ8_K]) -> f32 {
         _mm512_reduce_add_ps(acc[0])
+    }
+    #[inline(always)]
+    unsafe fn finish4(acc: [[__m512; 2]; 4]) -> [f32; 4] {
+        lanes(reduce4([acc[0][0], acc[1][0], acc[2][0], acc[3][0]]))
     }
 }

@@ -8,6 +8,7 @@
 
 mod avx2;
 mod avx512;
+mod reduce;
 
 use super::tile::Job;
 use crate::dot::x86::{AvxVnni, Madd};
