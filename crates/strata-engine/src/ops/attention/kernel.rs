@@ -16,6 +16,8 @@ use crate::kv_cache::KvRows;
 /// Tasks with fewer queries than this score keys one dot product at a time instead of
 /// through a transposed key tile.
 const BY_ROWS_BELOW: usize = 8;
+/// Query heads of one token scored and folded together over a transposed key tile.
+const HEAD_BLOCK: usize = 4;
 
 /// The inputs of one (KV head, query block, key range) task.
 pub(super) struct Job<'a> {
@@ -105,7 +107,7 @@ impl Scratch {
         } else {
             self.kt.resize(hd * K_TILE, 0.0);
             self.krow.resize(K_TILE * hd, 0.0);
-            self.sc.resize(K_TILE, 0.0);
+            self.sc.resize(HEAD_BLOCK * K_TILE, 0.0);
         }
         // Keys visible to token t: first(t) .. pos0 + t + 1; both ends grow with t.
         let first = |t: usize| match s.window {
@@ -131,21 +133,38 @@ impl Scratch {
                     continue;
                 }
                 let js = ja - tile0..jb - tile0;
-                for h in 0..group {
-                    let qi = (t - toks.start) * group + h;
-                    let sc = if by_rows {
-                        &mut self.sc[qi * K_TILE + (ja - a)..qi * K_TILE + (jb - a)]
-                    } else {
-                        score_columns(
-                            &self.q[qi * hd..(qi + 1) * hd],
-                            &self.kt,
-                            js.clone(),
-                            &mut self.sc,
-                        )
-                    };
-                    let v = vals.unwrap_or(&self.v);
-                    let v0 = js.start * v_stride;
-                    self.st.fold(qi, hd, s.scale, sc, &v[v0..], v_stride);
+                let v = vals.unwrap_or(&self.v);
+                let v = &v[js.start * v_stride..];
+                let qi0 = (t - toks.start) * group;
+                if by_rows {
+                    for qi in qi0..qi0 + group {
+                        let sc = &mut self.sc[qi * K_TILE + (ja - a)..qi * K_TILE + (jb - a)];
+                        self.st.fold(qi, hd, s.scale, sc, v, v_stride);
+                    }
+                    continue;
+                }
+                #[cfg(target_arch = "x86_64")]
+                if job.isa == Isa::Avx512 {
+                    let (q, kt) = (&self.q, &self.kt);
+                    let heads = qi0..qi0 + group;
+                    fold_heads_avx512(
+                        q,
+                        kt,
+                        &mut self.sc,
+                        &mut self.st,
+                        heads,
+                        hd,
+                        s.scale,
+                        js,
+                        v,
+                        v_stride,
+                    );
+                    continue;
+                }
+                for qi in qi0..qi0 + group {
+                    let q = &self.q[qi * hd..(qi + 1) * hd];
+                    let sc = score_columns(q, &self.kt, js.clone(), &mut self.sc);
+                    self.st.fold(qi, hd, s.scale, sc, v, v_stride);
                 }
             }
             tile0 += K_TILE;
@@ -228,6 +247,55 @@ impl Scratch {
             }
             KvRows::F32(v) => (Some(&v[tile0 * job.row + job.g * hd..]), job.row),
         }
+    }
+}
+
+/// Scores and folds the heads of one token (queries `heads`, visible tile
+/// columns `js`) in blocks of [`HEAD_BLOCK`]: each key and value row is loaded once per
+/// block. Same operations per query as `score_columns` + [`Online::fold`], so same bits.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn fold_heads_avx512(
+    q_all: &[f32],
+    kt: &[f32],
+    sc: &mut [f32],
+    st: &mut Online,
+    heads: Range<usize>,
+    hd: usize,
+    scale: f32,
+    js: Range<usize>,
+    v: &[f32],
+    v_stride: usize,
+) {
+    use super::x86::avx512::score_tile;
+    let mut qi = heads.start;
+    while qi < heads.end {
+        let n = (heads.end - qi).min(HEAD_BLOCK);
+        let q = &q_all[qi * hd..];
+        let js = js.clone();
+        // SAFETY: the caller checked `Isa::Avx512`; `score_tile` asserts its bounds.
+        unsafe {
+            match n {
+                4 => {
+                    score_tile::<4>(q, hd, kt, sc);
+                    st.fold_block::<4>(qi, hd, scale, sc, K_TILE, js, v, v_stride);
+                }
+                3 => {
+                    score_tile::<3>(q, hd, kt, sc);
+                    st.fold_block::<3>(qi, hd, scale, sc, K_TILE, js, v, v_stride);
+                }
+                2 => {
+                    score_tile::<2>(q, hd, kt, sc);
+                    st.fold_block::<2>(qi, hd, scale, sc, K_TILE, js, v, v_stride);
+                }
+                _ => {
+                    score_tile::<1>(q, hd, kt, sc);
+                    st.fold_block::<1>(qi, hd, scale, sc, K_TILE, js, v, v_stride);
+                }
+            }
+        }
+        qi += n;
     }
 }
 

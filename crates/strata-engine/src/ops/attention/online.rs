@@ -37,6 +37,56 @@ impl Online {
         v: &[f32],
         v_stride: usize,
     ) {
+        self.weigh(qi, hd, scale, sc);
+        let o = &mut self.o[qi * hd..(qi + 1) * hd];
+        // Each output element adds its `e·v` in key order; 64 elements of `o` (four
+        // independent chains of vector adds) stay in registers for the whole tile.
+        let mut c = 0;
+        while c + 64 <= hd {
+            accumulate::<64>(&mut o[c..c + 64], sc, &v[c..], v_stride);
+            c += 64;
+        }
+        accumulate_tail(o, c, sc, v, v_stride);
+    }
+
+    /// [`Online::fold`] of `N` consecutive queries `qi0 ..` that see the same keys: row `i`
+    /// of `sc` (stride `sc_stride`, columns `js`) holds the scores of query `qi0 + i`. Each
+    /// value row is loaded once for all `N` queries; every element of every query performs
+    /// the same operations in the same order as [`Online::fold`], so the bits are the same.
+    /// AVX-512F only: callers check `Isa::Avx512`.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn fold_block<const N: usize>(
+        &mut self,
+        qi0: usize,
+        hd: usize,
+        scale: f32,
+        sc: &mut [f32],
+        sc_stride: usize,
+        js: std::ops::Range<usize>,
+        v: &[f32],
+        v_stride: usize,
+    ) {
+        for i in 0..N {
+            let row = &mut sc[i * sc_stride + js.start..i * sc_stride + js.end];
+            self.weigh(qi0 + i, hd, scale, row);
+        }
+        let e: [&[f32]; N] =
+            std::array::from_fn(|i| &sc[i * sc_stride + js.start..i * sc_stride + js.end]);
+        let o = &mut self.o[qi0 * hd..(qi0 + N) * hd];
+        // SAFETY: callers take this path only where AVX-512F is present; bounds are checked
+        // inside.
+        let c = unsafe { super::x86::avx512::accumulate_block::<N>(o, hd, e, v, v_stride) };
+        for (i, e) in e.iter().enumerate() {
+            accumulate_tail(&mut o[i * hd..(i + 1) * hd], c, e, v, v_stride);
+        }
+    }
+
+    /// The softmax half of a fold: scales `sc`, raises the running maximum of query `qi`
+    /// (rescaling its `l` and `o`), turns `sc` into weights `e^(s − m)` and adds them to `l`.
+    #[inline(always)]
+    fn weigh(&mut self, qi: usize, hd: usize, scale: f32, sc: &mut [f32]) {
         // Lane-wise maxima first: a plain `f32::max` fold does not vectorise.
         let mut lanes = [f32::NEG_INFINITY; 16];
         let mut chunks = sc.chunks_exact_mut(16);
@@ -51,10 +101,11 @@ impl Online {
             *lane = if *s > *lane { *s } else { *lane };
         }
         let mt = lanes.iter().fold(f32::NEG_INFINITY, |a, b| a.max(*b));
-        let o = &mut self.o[qi * hd..(qi + 1) * hd];
         if mt > self.m[qi] {
             let corr = exp_neg(self.m[qi] - mt);
-            o.iter_mut().for_each(|v| *v *= corr);
+            self.o[qi * hd..(qi + 1) * hd]
+                .iter_mut()
+                .for_each(|v| *v *= corr);
             self.l[qi] *= corr;
             self.m[qi] = mt;
         }
@@ -74,25 +125,6 @@ impl Online {
             *a += e;
         }
         self.l[qi] += super::lanes::tree16(sum);
-        // Each output element adds its `e·v` in key order; 64 elements of `o` (four
-        // independent chains of vector adds) stay in registers for the whole tile.
-        let mut c = 0;
-        while c + 64 <= hd {
-            accumulate::<64>(&mut o[c..c + 64], sc, &v[c..], v_stride);
-            c += 64;
-        }
-        while c + 16 <= hd {
-            accumulate::<16>(&mut o[c..c + 16], sc, &v[c..], v_stride);
-            c += 16;
-        }
-        for (j, e) in sc.iter().enumerate() {
-            for (od, vd) in o[c..]
-                .iter_mut()
-                .zip(&v[j * v_stride + c..j * v_stride + hd])
-            {
-                *od += e * vd;
-            }
-        }
     }
 
     /// Writes `o / l` of every query into the tile (`[tokens][group·hd]`).
@@ -134,6 +166,25 @@ fn accumulate<const W: usize>(o: &mut [f32], e: &[f32], v: &[f32], v_stride: usi
         }
     }
     o.copy_from_slice(&acc);
+}
+
+/// `o[c..] += e_j · v[j·v_stride + c ..]` for every key `j` in order: the columns of `o`
+/// from `c` on, 16 at a time in registers, then one by one.
+#[inline(always)]
+fn accumulate_tail(o: &mut [f32], mut c: usize, e: &[f32], v: &[f32], v_stride: usize) {
+    let hd = o.len();
+    while c + 16 <= hd {
+        accumulate::<16>(&mut o[c..c + 16], e, &v[c..], v_stride);
+        c += 16;
+    }
+    for (j, e) in e.iter().enumerate() {
+        for (od, vd) in o[c..]
+            .iter_mut()
+            .zip(&v[j * v_stride + c..j * v_stride + hd])
+        {
+            *od += e * vd;
+        }
+    }
 }
 
 /// Combines the per-chunk `(m, l, o)` of every (token, head) of `part`

@@ -136,6 +136,77 @@ pub(super) mod avx512 {
         s
     }
 
+    /// Scores of `N ≤ 4` queries (`q`: `[N][hd]`) against all 64 columns of a transposed key
+    /// tile (`kt`: `[hd][64]`) into `sc[i·64 + j]`: per score `Σ_d q[d]·k[d]` in order of `d`
+    /// from 0.0, no FMA (the order of `kernel::score_columns`). Safety: AVX-512F present.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(in crate::ops::attention) unsafe fn score_tile<const N: usize>(
+        q: &[f32],
+        hd: usize,
+        kt: &[f32],
+        sc: &mut [f32],
+    ) {
+        assert!(N <= 4 && q.len() >= N * hd && kt.len() >= hd * 64 && sc.len() >= N * 64);
+        let mut acc = [[_mm512_setzero_ps(); 4]; N];
+        for d in 0..hd {
+            let kp = kt.as_ptr().add(d * 64);
+            let k: [__m512; 4] = std::array::from_fn(|c| _mm512_loadu_ps(kp.add(16 * c)));
+            for (i, a) in acc.iter_mut().enumerate() {
+                let qd = _mm512_set1_ps(*q.get_unchecked(i * hd + d));
+                for c in 0..4 {
+                    a[c] = _mm512_add_ps(a[c], _mm512_mul_ps(qd, k[c]));
+                }
+            }
+        }
+        for (i, a) in acc.iter().enumerate() {
+            for (c, x) in a.iter().enumerate() {
+                _mm512_storeu_ps(sc.as_mut_ptr().add(i * 64 + 16 * c), *x);
+            }
+        }
+    }
+
+    /// `o[i·hd + c] += e[i][j] · v[j·v_stride + c]` for keys `j` in order, queries `i < N ≤ 4`
+    /// and columns `c < hd / 32 · 32` (the order of `online::accumulate`); returns the first
+    /// column left. Safety: AVX-512F present.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(in crate::ops::attention) unsafe fn accumulate_block<const N: usize>(
+        o: &mut [f32],
+        hd: usize,
+        e: [&[f32]; N],
+        v: &[f32],
+        v_stride: usize,
+    ) -> usize {
+        let n = e.first().map_or(0, |e| e.len());
+        assert!(N <= 4 && o.len() >= N * hd && e.iter().all(|e| e.len() == n));
+        let body = hd / 32 * 32;
+        assert!(n == 0 || v.len() >= (n - 1) * v_stride + body);
+        let mut c = 0;
+        while c < body {
+            let mut acc = [[_mm512_setzero_ps(); 2]; N];
+            for (i, a) in acc.iter_mut().enumerate() {
+                a[0] = _mm512_loadu_ps(o.as_ptr().add(i * hd + c));
+                a[1] = _mm512_loadu_ps(o.as_ptr().add(i * hd + c + 16));
+            }
+            for j in 0..n {
+                let vp = v.as_ptr().add(j * v_stride + c);
+                let (v0, v1) = (_mm512_loadu_ps(vp), _mm512_loadu_ps(vp.add(16)));
+                for (i, a) in acc.iter_mut().enumerate() {
+                    let ej = _mm512_set1_ps(*e[i].get_unchecked(j));
+                    a[0] = _mm512_add_ps(a[0], _mm512_mul_ps(ej, v0));
+                    a[1] = _mm512_add_ps(a[1], _mm512_mul_ps(ej, v1));
+                }
+            }
+            for (i, a) in acc.iter().enumerate() {
+                _mm512_storeu_ps(o.as_mut_ptr().add(i * hd + c), a[0]);
+                _mm512_storeu_ps(o.as_mut_ptr().add(i * hd + c + 16), a[1]);
+            }
+            c += 32;
+        }
+        body
+    }
+
     /// See `lanes::extend_rounded_f16`. Safety: AVX-512F present, equal lengths.
     #[target_feature(enable = "avx512f")]
     pub(in crate::ops::attention) unsafe fn round_f16(src: &[f32], dst: &mut [f32]) {
