@@ -56,7 +56,7 @@ pub fn gemm(
     out: &mut [f32],
     out_stride: usize,
 ) -> Result<(), QuantError> {
-    gemm_with(Isa::best(), ty, w, n_rows, acts, n_tok, out, out_stride)
+    gemm_on(Isa::best(), ty, w, n_rows, acts, n_tok, out, out_stride)
 }
 
 /// [`gemm`] on the kernels of `isa`: bit-identical to [`crate::vec_dot_on`] with the same `isa`.
@@ -65,20 +65,6 @@ pub fn gemm(
 /// As [`gemm`], and [`QuantError::IsaUnavailable`] when this CPU lacks `isa`.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_on(
-    isa: Isa,
-    ty: GgmlType,
-    w: &[u8],
-    n_rows: usize,
-    acts: &[u8],
-    n_tok: usize,
-    out: &mut [f32],
-    out_stride: usize,
-) -> Result<(), QuantError> {
-    gemm_with(isa, ty, w, n_rows, acts, n_tok, out, out_stride)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn gemm_with(
     isa: Isa,
     ty: GgmlType,
     w: &[u8],
@@ -142,7 +128,7 @@ fn tiled(
         out_stride,
     };
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: `gemm_with` checked that this CPU has `isa`'s features, which each entry point
+    // SAFETY: `gemm_on` checked that this CPU has `isa`'s features, which each entry point
     // enables exactly, and the lengths of `job`.
     unsafe {
         match isa {
