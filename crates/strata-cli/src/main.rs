@@ -233,6 +233,14 @@ pub fn load_model(
     let model = strata_engine::Model::load(&path)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let c = model.config();
+    if args.ctx > c.n_ctx_train {
+        tracing::warn!(
+            "--ctx {} is larger than the {} tokens the model was trained on; quality may drop past {}",
+            args.ctx,
+            c.n_ctx_train,
+            c.n_ctx_train
+        );
+    }
     tracing::info!(
         "loaded {} ({}, {} layers, width {}, vocab {})",
         path.display(),

@@ -74,6 +74,12 @@ pub fn run(args: RunArgs, models_dir: &Path) -> anyhow::Result<()> {
     )
     .context("generation failed")?;
     let _ = writeln!(out).and_then(|_| out.flush());
+    if stats.finish == strata_engine::generate::FinishReason::ContextFull {
+        eprintln!(
+            "stopped: the context of {} tokens is full (use --ctx)",
+            session.n_ctx()
+        );
+    }
     eprintln!(
         "prompt: {} tokens, {:.1} tok/s | decode: {} tokens, {:.1} tok/s",
         stats.prompt_tokens,
