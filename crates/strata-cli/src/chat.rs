@@ -57,14 +57,20 @@ pub fn run(args: ChatArgs, models_dir: &Path) -> anyhow::Result<()> {
         eprint!("> ");
         let mut line = String::new();
         if stdin.lock().read_line(&mut line)? == 0 {
+            eprintln!();
             break;
         }
         let line = line.trim();
         match line {
             "" => continue,
-            "/exit" | "/quit" => break,
-            "/reset" => {
+            "/exit" | "/quit" | "/bye" => break,
+            "/reset" | "/clear" => {
                 messages = fresh();
+                continue;
+            }
+            // A lone word after a slash is a command, never a message (Ollama's habit).
+            cmd if cmd.starts_with('/') && !cmd.contains(char::is_whitespace) => {
+                eprintln!("commands: /reset (or /clear) starts over, /exit (or /quit, /bye) quits");
                 continue;
             }
             _ => {}
