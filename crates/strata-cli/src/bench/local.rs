@@ -6,8 +6,9 @@
 //! - `tgN`: a fresh session (after `depth` untimed tokens), N decode steps of one token each,
 //!   every step feeding the greedy argmax of the previous logits; speed = N / time.
 //!
-//! Each test runs `-r` times after one untimed warm-up forward; the table shows mean ± sample
-//! standard deviation of the per-repetition tok/s, as llama-bench's `avg_ts ± stddev_ts`.
+//! Each test runs `-r` times after an untimed warm-up (as llama-bench: the whole prompt of a pp
+//! test, one token of a tg test); the table shows mean ± sample standard deviation of the
+//! per-repetition tok/s, as llama-bench's `avg_ts ± stddev_ts`.
 
 use std::path::Path;
 use std::time::Instant;
@@ -285,6 +286,13 @@ pub fn run_tests(model: &Model, args: &ModelArgs, t: &Tests) -> Result<Vec<TestR
     for (n_prompt, n_gen, depth) in cases {
         let n_ctx = depth + n_prompt.max(n_gen) + 1;
         let (mut ts, mut ns) = (Vec::new(), Vec::new());
+        // Untimed warm-up as llama-bench does it: the whole prompt of a pp test (which pages in
+        // every expert a batch routes to), one token of a tg test.
+        let mut s = session_at(model, args, n_ctx, depth, t.seed ^ 0x3A)?;
+        model.forward(
+            &mut s,
+            &random_tokens(n_prompt.max(1), n_vocab, t.seed ^ 0x3B),
+        )?;
         for rep in 0..t.reps.max(1) {
             let seed = t.seed.wrapping_add(rep as u64 * 7919);
             let mut s = session_at(model, args, n_ctx, depth, seed)?;
