@@ -7,7 +7,7 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::super::tile::{run, Job, Tile};
-use crate::dot::x86::avx2::k_quants::{scales_mins_k4, AffineK};
+use crate::dot::x86::avx2::k_quants::{q6_k_quants, q6_k_scale_pair, scales_mins_k4, AffineK};
 use crate::dot::x86::avx2::legacy::{Affine, Signed};
 use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps, hsum_ps128, load32, nibbles32, IntDot};
 use crate::iq4::BlockIQ4_XS;
@@ -207,33 +207,13 @@ impl<M: IntDot> Tile for Q6K<M> {
     #[inline(always)]
     unsafe fn decode(w: *const BlockQ6_K) -> Self::Dec {
         let x = &*w;
-        let (low4, low2) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x03));
         let scales = _mm_loadu_si128(x.scales.as_ptr().cast());
         let mut q = [_mm256_setzero_si256(); 8];
         let mut sc = [_mm256_setzero_si256(); 8];
         for c in 0..2 {
-            let ql0 = load32(x.ql.as_ptr().add(64 * c));
-            let ql1 = load32(x.ql.as_ptr().add(64 * c + 32));
-            let qh = load32(x.qh.as_ptr().add(32 * c));
-            let low = [
-                _mm256_and_si256(ql0, low4),
-                _mm256_and_si256(ql1, low4),
-                _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-            ];
-            let high = [
-                _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4),
-            ];
+            q[4 * c..4 * c + 4].copy_from_slice(&q6_k_quants(x, c));
             for t in 0..4 {
-                q[4 * c + t] = _mm256_or_si256(low[t], high[t]);
-                // Elements 0..16 belong to sub-block 8c + 2t, 16..32 to the next one.
-                let k = (8 * c + 2 * t) as i64;
-                let pick =
-                    _mm_set_epi64x((k + 1) * 0x0101_0101_0101_0101, k * 0x0101_0101_0101_0101);
-                sc[4 * c + t] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, pick));
+                sc[4 * c + t] = q6_k_scale_pair(scales, 4 * c + t);
             }
         }
         (q, sc, _mm256_cvtepi8_epi16(scales), f16(x.d))

@@ -136,7 +136,6 @@ pub(crate) unsafe fn q5_k<M: IntDot>(x: &[BlockQ5_K], y: &[BlockQ8_K]) -> f32 {
 #[inline(always)]
 pub(crate) unsafe fn q6_k<M: IntDot>(x: &[BlockQ6_K], y: &[BlockQ8_K]) -> f32 {
     assert_eq!(x.len(), y.len(), "vec_dot block counts");
-    let (low4, low2) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x03));
     let mut acc = _mm256_setzero_ps();
     for (x, y) in x.iter().zip(y) {
         let scales = _mm_loadu_si128(x.scales.as_ptr().cast());
@@ -144,29 +143,10 @@ pub(crate) unsafe fn q6_k<M: IntDot>(x: &[BlockQ6_K], y: &[BlockQ8_K]) -> f32 {
         let offset = _mm256_madd_epi16(load32(y.bsums.as_ptr()), _mm256_cvtepi8_epi16(scales));
         let mut sum = _mm256_setzero_si256();
         for c in 0..2 {
-            let ql0 = load32(x.ql.as_ptr().add(64 * c));
-            let ql1 = load32(x.ql.as_ptr().add(64 * c + 32));
-            let qh = load32(x.qh.as_ptr().add(32 * c));
-            let low = [
-                _mm256_and_si256(ql0, low4),
-                _mm256_and_si256(ql1, low4),
-                _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-            ];
-            let high = [
-                _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4),
-            ];
-            for t in 0..4 {
-                let q = _mm256_or_si256(low[t], high[t]);
+            let q = q6_k_quants(x, c);
+            for (t, q) in q.into_iter().enumerate() {
                 let yq = load32(y.qs.as_ptr().add(128 * c + 32 * t));
-                // Elements 0..16 belong to sub-block 8c + 2t, 16..32 to the next one.
-                let k = (8 * c + 2 * t) as i64;
-                let pick =
-                    _mm_set_epi64x((k + 1) * 0x0101_0101_0101_0101, k * 0x0101_0101_0101_0101);
-                let sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, pick));
+                let sc = q6_k_scale_pair(scales, 4 * c + t);
                 sum = M::madd_i16(sum, _mm256_maddubs_epi16(q, yq), sc);
             }
         }
@@ -176,4 +156,42 @@ pub(crate) unsafe fn q6_k<M: IntDot>(x: &[BlockQ6_K], y: &[BlockQ8_K]) -> f32 {
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
     }
     hsum_ps(acc)
+}
+
+/// The stored six-bit quants (q + 32, 0..=63) of half `c` (elements 128c .. 128c + 128) of a
+/// Q6_K block, as four 32-byte groups: group t holds elements 128c + 32t .. + 32
+/// (ggml `block_q6_K`: low nibbles in `ql`, high two bits in `qh`).
+///
+/// # Safety
+/// AVX2 present; `c` < 2.
+#[inline(always)]
+pub(crate) unsafe fn q6_k_quants(x: &BlockQ6_K, c: usize) -> [__m256i; 4] {
+    let (low4, low2) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x03));
+    let ql0 = load32(x.ql.as_ptr().add(64 * c));
+    let ql1 = load32(x.ql.as_ptr().add(64 * c + 32));
+    let qh = load32(x.qh.as_ptr().add(32 * c));
+    let high = [
+        _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4),
+        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4),
+        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4),
+        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4),
+    ];
+    [
+        _mm256_or_si256(_mm256_and_si256(ql0, low4), high[0]),
+        _mm256_or_si256(_mm256_and_si256(ql1, low4), high[1]),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), high[2]),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), high[3]),
+    ]
+}
+
+/// The i16 scales of 32-element group `g` (0..8) of a Q6_K block, from its 16 `scales`:
+/// elements 0..16 of the group take sub-block 2g's scale, 16..32 sub-block 2g + 1's.
+///
+/// # Safety
+/// AVX2 present.
+#[inline(always)]
+pub(crate) unsafe fn q6_k_scale_pair(scales: __m128i, g: usize) -> __m256i {
+    let k = (2 * g) as i64;
+    let pick = _mm_set_epi64x((k + 1) * 0x0101_0101_0101_0101, k * 0x0101_0101_0101_0101);
+    _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, pick))
 }
