@@ -158,6 +158,37 @@ pub(crate) fn vec_dot(cpu: Supported, ty: GgmlType, row: &[u8], act: &[u8]) -> O
     }
 }
 
+/// The SIMD `vec_dot` of every row of `w` (`out.len()` rows of `ty` back to back) with `act`
+/// into `out`, prefetching ahead of each row; `false` (nothing written) where only the scalar
+/// kernel exists. Lengths as for [`vec_dot`], `out` not empty.
+#[inline]
+pub(crate) fn vec_dot_rows(
+    cpu: Supported,
+    ty: GgmlType,
+    w: &[u8],
+    act: &[u8],
+    out: &mut [f32],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::dot::x86;
+        // SAFETY: as in `vec_dot`; `out` is not empty.
+        unsafe {
+            match cpu.0 {
+                Isa::Scalar => false,
+                Isa::Avx2 => x86::vec_dot_rows_avx2(ty, w, act, out),
+                Isa::AvxVnni => x86::vec_dot_rows_avxvnni(ty, w, act, out),
+                Isa::Avx512 => x86::vec_dot_rows_avx512(ty, w, act, out),
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (cpu, ty, w, act, out);
+        false
+    }
+}
+
 /// The SIMD `quantize` into `ty` on `cpu`'s path; `false` (nothing written) where only the
 /// scalar quantizer exists. `dst` holds exactly the blocks of `src`.
 #[inline]

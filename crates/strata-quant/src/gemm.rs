@@ -6,6 +6,11 @@
 //! token. The SIMD paths run register-blocked tiles (`tile.rs`: up to 4 rows × 4 tokens) of the
 //! formats with a SIMD `vec_dot` kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K
 //! and IQ4_XS; the other formats, and the scalar path, loop over `vec_dot`.
+//!
+//! One token (decode) is a loop of `vec_dot` over the rows that asks the memory system for the
+//! bytes 2 KiB ahead while it computes the current one: decode streams every weight
+//! from DRAM once, and the hardware prefetchers alone leave part of the bandwidth unused
+//! (they stop at 4 KiB page boundaries and run only a short way ahead).
 
 mod tile;
 #[cfg(target_arch = "x86_64")]
@@ -92,6 +97,9 @@ pub fn gemm_on(
     if out.len() < needed {
         check_len(ty, "output (floats)", needed, out.len())?;
     }
+    if n_tok == 1 {
+        return decode_rows(cpu, ty, w, wrb, acts, &mut out[..n_rows]);
+    }
     if tiled(isa, ty, w, n_rows, acts, n_tok, out, out_stride) {
         return Ok(());
     }
@@ -101,6 +109,25 @@ pub fn gemm_on(
         for (r, y) in o.iter_mut().enumerate() {
             *y = vec_dot_with(cpu, ty, &w[r * wrb..(r + 1) * wrb], a)?;
         }
+    }
+    Ok(())
+}
+
+/// `out[r] = vec_dot(ty, w_r, a)` for every row: the SIMD row loop of `cpu` (which
+/// prefetches ahead) where `ty` has one, else one `vec_dot` per row.
+fn decode_rows(
+    cpu: Supported,
+    ty: GgmlType,
+    w: &[u8],
+    wrb: usize,
+    a: &[u8],
+    out: &mut [f32],
+) -> Result<(), QuantError> {
+    if crate::dispatch::vec_dot_rows(cpu, ty, w, a, out) {
+        return Ok(());
+    }
+    for (r, y) in out.iter_mut().enumerate() {
+        *y = vec_dot_with(cpu, ty, &w[r * wrb..(r + 1) * wrb], a)?;
     }
     Ok(())
 }

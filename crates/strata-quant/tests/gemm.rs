@@ -135,8 +135,11 @@ fn check(
 }
 
 /// (rows, tokens, blocks per row, output stride): odd and tile-sized shapes.
-const SHAPES: [(usize, usize, usize, usize); 7] = [
+const SHAPES: [(usize, usize, usize, usize); 9] = [
     (1, 1, 1, 1),
+    // Decode (one token): the prefetching row loop, prefetches running past the last row.
+    (37, 1, 16, 37),
+    (3, 1, 1, 5),
     (4, 4, 2, 4),
     (5, 7, 3, 9),
     (9, 6, 8, 12),

@@ -149,8 +149,25 @@ pub(crate) unsafe fn sign_split(x: __m256i, y: __m256i) -> (__m256i, __m256i) {
     (_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x))
 }
 
+/// How far ahead of the row being computed the row loops prefetch, in bytes. Chosen by
+/// measurement (`strata bench --local` on a 17 GB Q4_K MoE file, 2 Zen 4 cores): 2 KiB ahead
+/// gave about 10 % more decode speed than none; 1 KiB and 4 KiB were within noise of it.
+pub(crate) const PREFETCH_BYTES: usize = 2048;
+
+/// Asks for the cache lines of `w[from..to]` (clipped to `w`) to be brought into L1. A hint
+/// only: no fault, no effect on results.
+#[inline(always)]
+pub(crate) unsafe fn prefetch(w: &[u8], from: usize, to: usize) {
+    let end = to.min(w.len());
+    let mut at = from;
+    while at < end {
+        _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().add(at).cast());
+        at += 64;
+    }
+}
+
 macro_rules! entry_points {
-    ($vec_dot:ident, $quantize:ident, $dot_f32:ident, $features:literal,
+    ($vec_dot:ident, $vec_dot_rows:ident, $quantize:ident, $dot_f32:ident, $features:literal,
      |$ty:ident, $row:ident, $act:ident| $vd:expr,
      |$qty:ident, $src:ident, $dst:ident| $q:expr,
      |$fty:ident, $frow:ident, $x:ident| $f:expr) => {
@@ -162,6 +179,32 @@ macro_rules! entry_points {
         #[target_feature(enable = $features)]
         pub(crate) unsafe fn $vec_dot($ty: GgmlType, $row: &[u8], $act: &[u8]) -> Option<f32> {
             $vd
+        }
+
+        /// `out[r]` = `vec_dot` of row `r` of `w` (`out.len()` rows back to back) and `act`,
+        /// each row computed while the bytes [`PREFETCH_BYTES`] past it are prefetched (decode
+        /// streams the weights from DRAM). `false` when the type has no kernel here (nothing
+        /// written).
+        ///
+        /// # Safety
+        /// As for the `vec_dot` entry, for every row; `out` is not empty.
+        #[target_feature(enable = $features)]
+        pub(crate) unsafe fn $vec_dot_rows(
+            $ty: GgmlType,
+            w: &[u8],
+            $act: &[u8],
+            out: &mut [f32],
+        ) -> bool {
+            let wrb = w.len() / out.len();
+            for (r, y) in out.iter_mut().enumerate() {
+                prefetch(w, r * wrb + PREFETCH_BYTES, (r + 1) * wrb + PREFETCH_BYTES);
+                let $row = &w[r * wrb..(r + 1) * wrb];
+                match $vd {
+                    Some(v) => *y = v,
+                    None => return false,
+                }
+            }
+            true
         }
 
         /// `quantize` on this path; `false` when the type has no kernel here (nothing written).
@@ -186,6 +229,7 @@ macro_rules! entry_points {
 
 entry_points!(
     vec_dot_avx2,
+    vec_dot_rows_avx2,
     quantize_avx2,
     dot_f32_avx2,
     "avx2,fma,f16c",
@@ -196,6 +240,7 @@ entry_points!(
 
 entry_points!(
     vec_dot_avxvnni,
+    vec_dot_rows_avxvnni,
     quantize_avxvnni,
     dot_f32_avxvnni,
     "avx2,fma,f16c,avxvnni",
@@ -206,6 +251,7 @@ entry_points!(
 
 entry_points!(
     vec_dot_avx512,
+    vec_dot_rows_avx512,
     quantize_avx512,
     dot_f32_avx512,
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
