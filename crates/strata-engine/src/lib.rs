@@ -13,6 +13,7 @@ pub mod models;
 pub mod ops;
 pub mod pool;
 pub mod recurrent_state;
+pub mod residency;
 pub mod sampling;
 pub mod session;
 pub mod tokenizer;

@@ -9,6 +9,7 @@ use crate::config::{Arch, ModelConfig};
 use crate::error::EngineError;
 use crate::kv_cache::KvType;
 use crate::models::{dense, qwen3next};
+use crate::residency;
 use crate::session::Session;
 use crate::tokenizer::Tokenizer;
 use crate::weights::{HybridWeights, Weights};
@@ -34,7 +35,8 @@ pub struct Model {
 }
 
 impl Model {
-    /// Maps the GGUF at `path` (split files included) and checks every tensor.
+    /// Maps the GGUF at `path` (split files included) and checks every tensor. When the file
+    /// fits in the available memory its pages are mapped in now (see [`crate::residency`]).
     ///
     /// The mapping lives for the rest of the process (models are loaded once), which is
     /// what lets weights be borrowed for `'static` without copying them.
@@ -42,6 +44,17 @@ impl Model {
     /// metadata keys or tensors, a bad tokenizer or chat template.
     pub fn load(path: &Path) -> Result<Model, EngineError> {
         let gguf: &'static GgufModel = Box::leak(Box::new(GgufModel::open(path)?));
+        let bytes = gguf.size_bytes();
+        if residency::fits_in_memory(bytes) {
+            if let Err(e) = gguf.make_resident() {
+                tracing::warn!("could not map the model's pages in at load: {e}");
+            }
+        } else {
+            tracing::info!(
+                "{:.1} GiB model is larger than the available memory: pages are read as needed",
+                bytes as f64 / (1u64 << 30) as f64
+            );
+        }
         let meta = gguf.metadata();
         let config = ModelConfig::from_metadata(meta)?;
         let weights = match config.arch {

@@ -170,6 +170,18 @@ impl GgufModel {
         &self.paths
     }
 
+    /// [`GgufFile::make_resident`] on every part, in order.
+    ///
+    /// Errors: the first part whose pages cannot be read.
+    pub fn make_resident(&self) -> Result<(), GgufError> {
+        self.files.iter().try_for_each(GgufFile::make_resident)
+    }
+
+    /// Total bytes of all parts.
+    pub fn size_bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.size_bytes()).sum()
+    }
+
     /// The parsed parts, first part first.
     pub fn files(&self) -> &[GgufFile] {
         &self.files

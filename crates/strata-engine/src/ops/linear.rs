@@ -251,11 +251,9 @@ fn quantized_tile(
     let wt = &w.data[rows.start * rb..rows.end * rb];
     let at = &acts[toks.start * arb..toks.end * arb];
     if toks.len() == 1 {
-        // Decode: one dot per row is as fast as a tile with one token.
-        for (y, r) in tile.row_mut(0).iter_mut().zip(rows) {
-            *y = strata_quant::vec_dot(w.ty, w.row(r), at)?;
-        }
-        return Ok(());
+        // Decode: `gemm` runs one prefetching dot per row.
+        let n = rows.len();
+        return Ok(strata_quant::gemm(w.ty, wt, n, at, 1, tile.row_mut(0), n)?);
     }
     if let Some(out) = tile.contiguous_mut() {
         return Ok(strata_quant::gemm(

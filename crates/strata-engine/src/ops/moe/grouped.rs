@@ -139,15 +139,9 @@ fn task(
         ActRows::Quantized(data) => {
             let arb = data.len() / n_pos;
             let at = &data[t.toks.start * arb..t.toks.end * arb];
-            if t.toks.len() == 1 {
-                for (y, r) in out.iter_mut().zip(t.rows.clone()) {
-                    *y = strata_quant::vec_dot(w.ty, w.row(r), at)?;
-                }
-            } else {
-                let rb = w.row_bytes();
-                let wt = &w.data[t.rows.start * rb..t.rows.end * rb];
-                strata_quant::gemm(w.ty, wt, n, at, t.toks.len(), out, n)?;
-            }
+            let rb = w.row_bytes();
+            let wt = &w.data[t.rows.start * rb..t.rows.end * rb];
+            strata_quant::gemm(w.ty, wt, n, at, t.toks.len(), out, n)?;
         }
         ActRows::Float(data) => {
             for (y, pos) in out.chunks_exact_mut(n).zip(t.toks.clone()) {
