@@ -120,3 +120,35 @@ fn local_bench_json_to_stdout_replaces_the_table() {
     assert_eq!(tests, ["pp8"], "-n 0 skips the generation test");
     assert_eq!(v["results"][0]["stddev_ts"], 0.0);
 }
+
+#[test]
+fn local_bench_p_0_skips_the_prompt_test_as_llama_bench() {
+    let model = smollm2();
+    let out = run_strata(&[
+        "bench",
+        "--local",
+        "-m",
+        model.to_str().unwrap(),
+        "-p",
+        "0",
+        "-n",
+        "2",
+        "-r",
+        "1",
+        "--json",
+        "-",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tests: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["test"].as_str().unwrap())
+        .collect();
+    assert_eq!(tests, ["tg2"]);
+}

@@ -44,9 +44,9 @@ pub struct BenchArgs {
     /// Repetitions of every case; tables show the median and min–max (--local: mean ± sd).
     #[arg(short = 'r', long, default_value_t = 3)]
     pub reps: usize,
-    /// Prompt-processing sizes in tokens (`512,4k`; k = 1024). Default 1k, or 4k,16k,32k with
-    /// --long; 512 with --local.
-    #[arg(short = 'p', long, value_delimiter = ',', value_parser = parse_size)]
+    /// Prompt-processing sizes in tokens (`512,4k`; k = 1024; 0 = none, as llama-bench's
+    /// `-p 0`). Default 1k, or 4k,16k,32k with --long; 512 with --local.
+    #[arg(short = 'p', long, value_delimiter = ',', value_parser = parse_depth)]
     pub pp: Option<Vec<usize>>,
     /// Long prompt processing: 4k, 16k and 32k tokens (clipped to the server's context).
     #[arg(long)]
@@ -97,7 +97,7 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     }
 }
 
-/// [`parse_size`], also accepting 0 (no depth).
+/// [`parse_size`], also accepting 0 (no depth, no prompt test).
 fn parse_depth(s: &str) -> Result<usize, String> {
     match s.trim() {
         "0" => Ok(0),
@@ -140,6 +140,7 @@ pub fn run(args: BenchArgs, models_dir: &Path) -> Result<()> {
             vec![1024]
         }
     });
+    let pp: Vec<usize> = pp.into_iter().filter(|&n| n > 0).collect();
     let pp = clip(&pp, n_ctx, 1, "prompt size", &mut notes);
     let nonzero: Vec<usize> = args.depths.iter().copied().filter(|&d| d > 0).collect();
     let depths = clip(&nonzero, n_ctx, args.depth_tokens, "depth", &mut notes);
