@@ -181,10 +181,12 @@ macro_rules! entry_points {
             $vd
         }
 
-        /// `out[r]` = `vec_dot` of row `r` of `w` (`out.len()` rows back to back) and `act`,
-        /// each row computed while the bytes [`PREFETCH_BYTES`] past it are prefetched (decode
-        /// streams the weights from DRAM). `false` when the type has no kernel here (nothing
-        /// written).
+        /// `out[r]` = `vec_dot` of row `r` of `w` (`out.len()` rows back to back) and `act`.
+        /// Decode streams the weights from DRAM, so the loop keeps two streams going (rows of
+        /// the first and second half alternate, from 8 rows up) and prefetches the bytes
+        /// [`PREFETCH_BYTES`] past each row before computing it: on 2 Zen 4 cores each of the
+        /// two gave a few percent more decode speed. `false` when the type has no kernel here
+        /// (nothing written).
         ///
         /// # Safety
         /// As for the `vec_dot` entry, for every row; `out` is not empty.
@@ -195,13 +197,27 @@ macro_rules! entry_points {
             $act: &[u8],
             out: &mut [f32],
         ) -> bool {
-            let wrb = w.len() / out.len();
-            for (r, y) in out.iter_mut().enumerate() {
-                prefetch(w, r * wrb + PREFETCH_BYTES, (r + 1) * wrb + PREFETCH_BYTES);
-                let $row = &w[r * wrb..(r + 1) * wrb];
-                match $vd {
-                    Some(v) => *y = v,
-                    None => return false,
+            let n = out.len();
+            let wrb = w.len() / n;
+            // Two streams: rows i and h + i alternate, each prefetched ahead within its half.
+            let h = if n >= 8 { n / 2 } else { 0 };
+            let (wa, wb) = w.split_at(h * wrb);
+            for i in 0..n - h {
+                // The second half (from row h) has n - h >= h rows; the first only h.
+                for (k, (half, base)) in [(wb, h), (wa, 0)].into_iter().enumerate() {
+                    if k == 1 && i >= h {
+                        break;
+                    }
+                    prefetch(
+                        half,
+                        i * wrb + PREFETCH_BYTES,
+                        (i + 1) * wrb + PREFETCH_BYTES,
+                    );
+                    let $row = &half[i * wrb..(i + 1) * wrb];
+                    match $vd {
+                        Some(v) => out[base + i] = v,
+                        None => return false,
+                    }
                 }
             }
             true
