@@ -105,3 +105,19 @@ fn inconsistent_split_metadata_and_duplicate_tensors_are_errors() {
     assert!(e.contains("split.count"), "{e}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn make_resident_keeps_every_part_readable_and_sizes_add_up() {
+    let dir = temp_dir("split-resident");
+    write_parts(&dir, 2, true);
+    let m = GgufModel::open(&split_path(&dir, "model", 1, 2)).unwrap();
+    m.make_resident().unwrap();
+    let on_disk: u64 = m
+        .paths()
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    assert_eq!(m.size_bytes(), on_disk);
+    assert_eq!(m.tensor("blk.1.b").unwrap().data, pattern(64, 3));
+    let _ = std::fs::remove_dir_all(dir);
+}
