@@ -88,8 +88,8 @@ fn local_bench_prints_a_row_per_test_and_saves_json() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn local_bench_json_to_stdout_replaces_the_table() {
+/// Runs `strata bench --local -m SmolLM2 -p P -n N -r 1 --json -` and returns the JSON report.
+fn json_report(p: &str, n: &str) -> serde_json::Value {
     let model = smollm2();
     let out = run_strata(&[
         "bench",
@@ -97,9 +97,9 @@ fn local_bench_json_to_stdout_replaces_the_table() {
         "-m",
         model.to_str().unwrap(),
         "-p",
-        "8",
+        p,
         "-n",
-        "0",
+        n,
         "-r",
         "1",
         "--json",
@@ -110,45 +110,27 @@ fn local_bench_json_to_stdout_replaces_the_table() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let tests: Vec<&str> = v["results"]
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The `test` names of a report's results, in order.
+fn test_names(v: &serde_json::Value) -> Vec<String> {
+    v["results"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| r["test"].as_str().unwrap())
-        .collect();
-    assert_eq!(tests, ["pp8"], "-n 0 skips the generation test");
+        .map(|r| r["test"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn local_bench_json_to_stdout_replaces_the_table() {
+    let v = json_report("8", "0");
+    assert_eq!(test_names(&v), ["pp8"], "-n 0 skips the generation test");
     assert_eq!(v["results"][0]["stddev_ts"], 0.0);
 }
 
 #[test]
 fn local_bench_p_0_skips_the_prompt_test_as_llama_bench() {
-    let model = smollm2();
-    let out = run_strata(&[
-        "bench",
-        "--local",
-        "-m",
-        model.to_str().unwrap(),
-        "-p",
-        "0",
-        "-n",
-        "2",
-        "-r",
-        "1",
-        "--json",
-        "-",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let tests: Vec<&str> = v["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["test"].as_str().unwrap())
-        .collect();
-    assert_eq!(tests, ["tg2"]);
+    assert_eq!(test_names(&json_report("0", "2")), ["tg2"]);
 }
