@@ -7,10 +7,11 @@
 //! formats with a SIMD `vec_dot` kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K
 //! and IQ4_XS; the other formats, and the scalar path, loop over `vec_dot`.
 //!
-//! One token (decode) is a loop of `vec_dot` over the rows that asks the memory system for the
-//! bytes 2 KiB ahead while it computes the current one: decode streams every weight
-//! from DRAM once, and the hardware prefetchers alone leave part of the bandwidth unused
-//! (they stop at 4 KiB page boundaries and run only a short way ahead).
+//! One token (decode) is a loop of `vec_dot` over the rows that reads two streams (the rows of
+//! the two halves alternate) and asks the memory system for the bytes 2 KiB ahead while it
+//! computes the current row: decode streams every weight from DRAM once, and the hardware
+//! prefetchers alone leave part of the bandwidth unused (they stop at 4 KiB page boundaries
+//! and run only a short way ahead).
 
 mod tile;
 #[cfg(target_arch = "x86_64")]
