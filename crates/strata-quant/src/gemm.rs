@@ -13,6 +13,8 @@
 //! prefetchers alone leave part of the bandwidth unused (they stop at 4 KiB page boundaries
 //! and run only a short way ahead).
 
+// The tile machinery has kernels only on x86-64 so far (no NEON tiles yet).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 mod tile;
 #[cfg(target_arch = "x86_64")]
 mod x86;

@@ -158,6 +158,7 @@ fn exp_neg_is_within_a_few_ulp_of_libm() {
 
 /// Every ISA this CPU runs, the scalar reference first.
 fn isas() -> Vec<Isa> {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut v = vec![Isa::Scalar];
     #[cfg(target_arch = "x86_64")]
     {
