@@ -150,24 +150,14 @@ impl ExpertLayer {
 /// norms, router, shared expert, embeddings), plus the bytes one token reads. Prints nothing
 /// for a dense model.
 fn print_experts(model: &GgufModel, out: &mut dyn Write) -> anyhow::Result<()> {
-    let md = model.metadata();
-    let arch = md
-        .opt_str("general.architecture")
-        .ok()
-        .flatten()
-        .unwrap_or("");
-    let n_layer = md
-        .opt_u64(&format!("{arch}.block_count"))
-        .ok()
-        .flatten()
-        .unwrap_or(0);
+    let n_layer = model.arch_u64("block_count").unwrap_or(0);
     let layers: Vec<(usize, ExpertLayer)> = (0..n_layer as usize)
         .filter_map(|il| ExpertLayer::of(model, il).map(|e| (il, e)))
         .collect();
     if layers.is_empty() {
         return Ok(());
     }
-    let key = |k: &str| md.opt_u64(&format!("{arch}.{k}")).ok().flatten();
+    let key = |k: &str| model.arch_u64(k);
     let used = key("expert_used_count");
     let show = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
     writeln!(

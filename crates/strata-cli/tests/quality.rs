@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::tiny::{self, Weights, BOS, N_EMBD, N_VOCAB, RMS_EPS};
-use common::{run_strata, smollm2, temp_dir, text};
+use common::{python_with_llama_cpp, run_strata, smollm2, temp_dir, text};
 use serde_json::Value;
 use strata_gguf::GgmlType;
 
@@ -276,17 +276,7 @@ fn smollm2_compared_with_itself_on_256_positions_has_zero_kl() {
 
 #[test]
 fn smollm2_stays_close_to_llama_cpp() {
-    let python = std::env::var("STRATA_PYTHON").unwrap_or_else(|_| "python3".into());
-    let has = std::process::Command::new(&python)
-        .args(["-c", "import llama_cpp, numpy"])
-        .output();
-    if !has.is_ok_and(|o| o.status.success()) {
-        // CI installs llama-cpp-python (scripts/make_tiny_models.sh), so there it must run.
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{python} cannot import llama_cpp (pip install llama-cpp-python==0.3.36 numpy)"
-        );
-        eprintln!("skipped: {python} cannot import llama_cpp (pip install llama-cpp-python numpy)");
+    if python_with_llama_cpp().is_none() {
         return;
     }
     let dir = temp_dir("q-smol-llama");

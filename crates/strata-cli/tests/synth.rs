@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{run_strata, smollm2, temp_dir};
+use common::{python_with_llama_cpp, run_strata, smollm2, temp_dir};
 
 /// Runs `strata synth ARGS -o DIR/NAME` and returns the path; panics with stderr on failure.
 fn synth(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
@@ -227,19 +227,9 @@ fn llama_greedy(python: &str, path: &Path, prompt: &[u32], n: usize) -> serde_js
 
 #[test]
 fn llama_cpp_loads_synthesized_files_and_agrees_on_f32() {
-    let python = std::env::var("STRATA_PYTHON").unwrap_or_else(|_| "python3".into());
-    let has = Command::new(&python)
-        .args(["-c", "import llama_cpp, numpy"])
-        .output();
-    if !has.is_ok_and(|o| o.status.success()) {
-        // CI installs llama-cpp-python (scripts/make_tiny_models.sh), so there it must run.
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{python} cannot import llama_cpp (pip install llama-cpp-python==0.3.36 numpy)"
-        );
-        eprintln!("skipped: {python} cannot import llama_cpp (pip install llama-cpp-python numpy)");
+    let Some(python) = python_with_llama_cpp() else {
         return;
-    }
+    };
     let dir = temp_dir("synth-llama-cpp");
     let smol = smollm2();
     let prompt = [1u32, 2, 3, 4];

@@ -150,6 +150,16 @@ impl GgufModel {
         self.metadata().str("general.architecture")
     }
 
+    /// The integer at `{general.architecture}.{key}` (e.g. `qwen3moe.expert_used_count`), or
+    /// `None` when the architecture or the key is missing or not an integer.
+    pub fn arch_u64(&self, key: &str) -> Option<u64> {
+        let arch = self.architecture().ok()?;
+        self.metadata()
+            .opt_u64(&format!("{arch}.{key}"))
+            .ok()
+            .flatten()
+    }
+
     /// The tensor named `name`, from whichever part holds it.
     pub fn tensor(&self, name: &str) -> Option<Tensor<'_>> {
         self.by_name.get(name).map(|&i| self.at(i))

@@ -103,7 +103,15 @@ pub fn gemm_on(
     if n_tok == 1 {
         return decode_rows(cpu, ty, w, wrb, acts, &mut out[..n_rows]);
     }
-    if tiled(isa, ty, w, n_rows, acts, n_tok, out, out_stride) {
+    let job = Job {
+        w,
+        n_rows,
+        acts,
+        n_tok,
+        out: &mut *out,
+        out_stride,
+    };
+    if tiled(isa, ty, job) {
         return Ok(());
     }
     for t in 0..n_tok {
@@ -136,27 +144,9 @@ fn decode_rows(
 }
 
 /// The tile kernels of `isa` where `ty` has them; `false` (nothing written) elsewhere. `isa` is
-/// available and the lengths are checked.
-#[allow(clippy::too_many_arguments)]
+/// available and the lengths of `job` are checked.
 #[inline]
-fn tiled(
-    isa: Isa,
-    ty: GgmlType,
-    w: &[u8],
-    n_rows: usize,
-    acts: &[u8],
-    n_tok: usize,
-    out: &mut [f32],
-    out_stride: usize,
-) -> bool {
-    let job = Job {
-        w,
-        n_rows,
-        acts,
-        n_tok,
-        out,
-        out_stride,
-    };
+fn tiled(isa: Isa, ty: GgmlType, job: Job<'_>) -> bool {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `gemm_on` checked that this CPU has `isa`'s features, which each entry point
     // enables exactly, and the lengths of `job`.

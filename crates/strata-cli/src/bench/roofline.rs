@@ -8,16 +8,7 @@ use strata_gguf::GgufModel;
 /// `output.weight`), and routed-expert tensors (`*_exps`, ggml shape `[cols, rows, n_expert]`)
 /// contribute `expert_used_count / expert_count` of their bytes.
 pub fn bytes_per_token(model: &GgufModel) -> u64 {
-    let md = model.metadata();
-    let arch = md
-        .opt_str("general.architecture")
-        .ok()
-        .flatten()
-        .unwrap_or("");
-    let used = md
-        .opt_u64(&format!("{arch}.expert_used_count"))
-        .ok()
-        .flatten();
+    let used = model.arch_u64("expert_used_count");
     let tied = model.tensor("output.weight").is_none();
     model
         .tensors()

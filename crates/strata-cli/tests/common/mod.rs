@@ -144,3 +144,22 @@ pub fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     )
 }
+
+/// The Python (`$STRATA_PYTHON`, default `python3`) that can import llama_cpp and numpy, the
+/// reference for the llama.cpp comparisons. `None` (the caller skips) where it cannot, except
+/// under CI, which installs llama-cpp-python (scripts/make_tiny_models.sh) and where this panics.
+pub fn python_with_llama_cpp() -> Option<String> {
+    let python = std::env::var("STRATA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let has = Command::new(&python)
+        .args(["-c", "import llama_cpp, numpy"])
+        .output();
+    if has.is_ok_and(|o| o.status.success()) {
+        return Some(python);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{python} cannot import llama_cpp (pip install llama-cpp-python==0.3.36 numpy)"
+    );
+    eprintln!("skipped: {python} cannot import llama_cpp (pip install llama-cpp-python numpy)");
+    None
+}

@@ -250,11 +250,6 @@ fn quantized_tile(
     let rb = w.row_bytes();
     let wt = &w.data[rows.start * rb..rows.end * rb];
     let at = &acts[toks.start * arb..toks.end * arb];
-    if toks.len() == 1 {
-        // Decode: `gemm` runs one prefetching dot per row.
-        let n = rows.len();
-        return Ok(strata_quant::gemm(w.ty, wt, n, at, 1, tile.row_mut(0), n)?);
-    }
     if let Some(out) = tile.contiguous_mut() {
         return Ok(strata_quant::gemm(
             w.ty,
