@@ -10,8 +10,8 @@
 //!
 //! [`matmul`]: crate::ops::linear::matmul
 
+use std::marker::PhantomData;
 use std::ops::Range;
-use std::sync::Mutex;
 
 use crate::error::EngineError;
 use crate::ops::linear::{ActRows, Matrix};
@@ -25,13 +25,57 @@ const W_TILE_BYTES: usize = 192 << 10;
 const TOK_TILE: usize = 64;
 
 /// One task: rows `rows` of expert `expert` of input `input`, for group-order rows `toks`;
-/// its `rows.len() · toks.len()` outputs follow the previous task's in the scratch tiles.
+/// its `rows.len() · toks.len()` outputs are `at..` of the scratch tiles, right after the
+/// previous task's.
 #[derive(Clone, Debug)]
 pub(super) struct Task {
     input: usize,
     expert: usize,
     rows: Range<usize>,
     toks: Range<usize>,
+    at: usize,
+}
+
+impl Task {
+    fn block(&self) -> Range<usize> {
+        self.at..self.at + self.rows.len() * self.toks.len()
+    }
+}
+
+/// The scratch tiles while a pool run fills them: task `i` writes only its own
+/// [`Task::block`], and the blocks of distinct tasks are disjoint (each starts where the
+/// previous one ends), so no two tasks ever reach the same element.
+struct TaskBlocks<'a> {
+    ptr: *mut f32,
+    len: usize,
+    _tiles: PhantomData<&'a mut [f32]>,
+}
+
+// SAFETY: a TaskBlocks is a `&mut [f32]` whose disjoint blocks go to different tasks, which is
+// like sending each task its own `&mut` block.
+unsafe impl Sync for TaskBlocks<'_> {}
+
+impl<'a> TaskBlocks<'a> {
+    fn new(tiles: &'a mut [f32]) -> Self {
+        TaskBlocks {
+            ptr: tiles.as_mut_ptr(),
+            len: tiles.len(),
+            _tiles: PhantomData,
+        }
+    }
+
+    /// The block of `t`.
+    ///
+    /// # Safety
+    /// While the returned slice lives, no other call may pass the same task.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn block(&self, t: &Task) -> &mut [f32] {
+        let r = t.block();
+        assert!(r.end <= self.len, "task block outside the scratch tiles");
+        // SAFETY: in bounds (checked); the caller hands each task to one thread, and blocks
+        // of distinct tasks do not overlap.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(r.start), r.len()) }
+    }
 }
 
 /// Reusable buffers of [`grouped_matmul`].
@@ -88,6 +132,7 @@ pub(super) fn grouped_matmul(
                         expert: *expert,
                         rows,
                         toks,
+                        at: size,
                     });
                     size += len;
                 }
@@ -95,27 +140,19 @@ pub(super) fn grouped_matmul(
         }
     }
     s.tiles.resize(size, 0.0);
-    let mut rest = &mut s.tiles[..];
-    let blocks: Vec<Mutex<&mut [f32]>> = s
-        .tasks
-        .iter()
-        .map(|t| {
-            let (block, tail) = std::mem::take(&mut rest).split_at_mut(t.rows.len() * t.toks.len());
-            rest = tail;
-            Mutex::new(block)
-        })
-        .collect();
     let tasks = &s.tasks;
+    let blocks = TaskBlocks::new(&mut s.tiles);
     pool::with_current(|p| {
         p.try_run(tasks.len(), |i| {
             let t = &tasks[i];
             let (w, acts) = &inputs[t.input];
-            let mut block = blocks[i].lock().unwrap_or_else(|e| e.into_inner());
-            task(&w.expert(t.expert), *acts, n_pos, t, &mut block)
+            // SAFETY: the pool runs each task index once.
+            let block = unsafe { blocks.block(t) };
+            task(&w.expert(t.expert), *acts, n_pos, t, block)
         })
     })?;
-    for (t, block) in tasks.iter().zip(blocks) {
-        let block = block.into_inner().unwrap_or_else(|e| e.into_inner());
+    for t in tasks {
+        let block = &s.tiles[t.block()];
         let stride = inputs[t.input].0.rows();
         let n = t.rows.len();
         for (src, pos) in block.chunks_exact(n).zip(t.toks.clone()) {

@@ -95,6 +95,8 @@ struct Groups {
     pos_of: Vec<usize>,
     /// (expert, positions) of every expert that got a row, experts ascending.
     spans: Vec<(usize, Range<usize>)>,
+    /// Counting-sort scratch `[n_expert + 1]`.
+    count: Vec<usize>,
 }
 
 impl Groups {
@@ -102,7 +104,9 @@ impl Groups {
         self.order.clear();
         self.spans.clear();
         // Counting sort by expert; slots stay ascending within an expert.
-        let mut count = vec![0usize; n_expert + 1];
+        let count = &mut self.count;
+        count.clear();
+        count.resize(n_expert + 1, 0);
         ids.iter().for_each(|e| count[e + 1] += 1);
         for e in 0..n_expert {
             count[e + 1] += count[e];
