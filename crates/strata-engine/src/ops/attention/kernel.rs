@@ -144,10 +144,11 @@ impl Scratch {
                     continue;
                 }
                 #[cfg(target_arch = "x86_64")]
-                if job.isa == Isa::Avx512 {
+                if job.isa != Isa::Scalar {
                     let (q, kt) = (&self.q, &self.kt);
                     let heads = qi0..qi0 + group;
-                    fold_heads_avx512(
+                    fold_heads(
+                        job.isa,
                         q,
                         kt,
                         &mut self.sc,
@@ -251,12 +252,15 @@ impl Scratch {
 }
 
 /// Scores and folds the heads of one token (queries `heads`, visible tile
-/// columns `js`) in blocks of [`HEAD_BLOCK`]: each key and value row is loaded once per
-/// block. Same operations per query as `score_columns` + [`Online::fold`], so same bits.
+/// columns `js`) in blocks of [`HEAD_BLOCK`] (AVX-512) or 2 (AVX2, whose 16 registers hold
+/// the accumulators of two): each key and value row is loaded once per block. Same
+/// operations per query as `score_columns` + [`Online::fold`], so same bits.
+/// `isa`: AVX-512F or AVX2, present on this CPU.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn fold_heads_avx512(
+fn fold_heads(
+    isa: Isa,
     q_all: &[f32],
     kt: &[f32],
     sc: &mut [f32],
@@ -268,31 +272,28 @@ fn fold_heads_avx512(
     v: &[f32],
     v_stride: usize,
 ) {
-    use super::x86::avx512::score_tile;
+    use super::x86::{avx2, avx512};
+    let block = if isa == Isa::Avx512 { HEAD_BLOCK } else { 2 };
     let mut qi = heads.start;
     while qi < heads.end {
-        let n = (heads.end - qi).min(HEAD_BLOCK);
+        let n = (heads.end - qi).min(block);
         let q = &q_all[qi * hd..];
         let js = js.clone();
-        // SAFETY: the caller checked `Isa::Avx512`; `score_tile` asserts its bounds.
+        macro_rules! fold {
+            ($n:literal, $tile:path) => {{
+                $tile(q, hd, kt, sc);
+                st.fold_block::<$n>(isa, qi, hd, scale, sc, K_TILE, js, v, v_stride);
+            }};
+        }
+        // SAFETY: the caller passes an `isa` this CPU has; `score_tile` asserts its bounds.
         unsafe {
-            match n {
-                4 => {
-                    score_tile::<4>(q, hd, kt, sc);
-                    st.fold_block::<4>(qi, hd, scale, sc, K_TILE, js, v, v_stride);
-                }
-                3 => {
-                    score_tile::<3>(q, hd, kt, sc);
-                    st.fold_block::<3>(qi, hd, scale, sc, K_TILE, js, v, v_stride);
-                }
-                2 => {
-                    score_tile::<2>(q, hd, kt, sc);
-                    st.fold_block::<2>(qi, hd, scale, sc, K_TILE, js, v, v_stride);
-                }
-                _ => {
-                    score_tile::<1>(q, hd, kt, sc);
-                    st.fold_block::<1>(qi, hd, scale, sc, K_TILE, js, v, v_stride);
-                }
+            match (isa, n) {
+                (Isa::Avx512, 4) => fold!(4, avx512::score_tile::<4>),
+                (Isa::Avx512, 3) => fold!(3, avx512::score_tile::<3>),
+                (Isa::Avx512, 2) => fold!(2, avx512::score_tile::<2>),
+                (Isa::Avx512, _) => fold!(1, avx512::score_tile::<1>),
+                (_, 2) => fold!(2, avx2::score_tile::<2>),
+                _ => fold!(1, avx2::score_tile::<1>),
             }
         }
         qi += n;

@@ -24,11 +24,25 @@ pub(super) enum Isa {
 }
 
 impl Isa {
-    /// The widest path this CPU supports.
+    /// The widest path this CPU supports, at most the one `STRATA_ISA` names
+    /// ([`strata_quant::ISA_ENV`]: `scalar`; `avx2` or `avxvnni` cap at AVX2), so one
+    /// variable selects the path of every kernel for end-to-end comparisons. Probed once.
     pub(super) fn detect() -> Isa {
+        static BEST: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+        *BEST.get_or_init(|| {
+            let cap = std::env::var(strata_quant::ISA_ENV).ok();
+            Isa::widest(cap.as_deref().map(str::trim))
+        })
+    }
+
+    fn widest(cap: Option<&str>) -> Isa {
+        if cap == Some("scalar") {
+            return Isa::Scalar;
+        }
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx512f") {
+            let avx2_cap = matches!(cap, Some("avx2" | "avxvnni"));
+            if !avx2_cap && std::arch::is_x86_feature_detected!("avx512f") {
                 return Isa::Avx512;
             }
             if std::arch::is_x86_feature_detected!("avx2")

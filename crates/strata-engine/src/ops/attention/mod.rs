@@ -65,6 +65,11 @@ thread_local! {
 /// f16 (llama.cpp), so scores agree with llama.cpp's. Allocates nothing once the per-thread
 /// buffers have grown to the largest shape seen.
 pub fn attention(q: &[f32], kv: &LayerKv, pos0: usize, s: &AttnShape, out: &mut [f32]) {
+    attention_on(Isa::detect(), q, kv, pos0, s, out)
+}
+
+/// [`attention`] on the kernels of `isa`, which this CPU must have.
+fn attention_on(isa: Isa, q: &[f32], kv: &LayerKv, pos0: usize, s: &AttnShape, out: &mut [f32]) {
     let (hd, group) = (s.head_dim, s.n_head / s.n_kv_head);
     let width = s.n_head * hd;
     let t_n = q.len() / width;
@@ -78,7 +83,6 @@ pub fn attention(q: &[f32], kv: &LayerKv, pos0: usize, s: &AttnShape, out: &mut 
     } else {
         1
     };
-    let isa = Isa::detect();
     let job = |g: usize, toks: std::ops::Range<usize>, keys: std::ops::Range<usize>| Job {
         q,
         k: kv.k_rows(),

@@ -4,6 +4,8 @@
 
 use crate::pool::Tile;
 
+#[cfg(target_arch = "x86_64")]
+use super::lanes::Isa;
 use super::AttnShape;
 
 /// Running softmax state of the queries of one task, `[n_q]` / `[n_q][hd]`.
@@ -53,12 +55,13 @@ impl Online {
     /// of `sc` (stride `sc_stride`, columns `js`) holds the scores of query `qi0 + i`. Each
     /// value row is loaded once for all `N` queries; every element of every query performs
     /// the same operations in the same order as [`Online::fold`], so the bits are the same.
-    /// AVX-512F only: callers check `Isa::Avx512`.
+    /// `isa`: AVX-512F (`N ≤ 4`) or AVX2 (`N ≤ 2`), present on this CPU.
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub fn fold_block<const N: usize>(
         &mut self,
+        isa: Isa,
         qi0: usize,
         hd: usize,
         scale: f32,
@@ -75,9 +78,15 @@ impl Online {
         let e: [&[f32]; N] =
             std::array::from_fn(|i| &sc[i * sc_stride + js.start..i * sc_stride + js.end]);
         let o = &mut self.o[qi0 * hd..(qi0 + N) * hd];
-        // SAFETY: callers take this path only where AVX-512F is present; bounds are checked
-        // inside.
-        let c = unsafe { super::x86::avx512::accumulate_block::<N>(o, hd, e, v, v_stride) };
+        use super::x86::{avx2, avx512};
+        // SAFETY: `isa` is present (the caller's contract); bounds are checked inside.
+        let c = unsafe {
+            match isa {
+                Isa::Avx512 => avx512::accumulate_block::<N>(o, hd, e, v, v_stride),
+                Isa::Avx2 => avx2::accumulate_block::<N>(o, hd, e, v, v_stride),
+                Isa::Scalar => 0,
+            }
+        };
         for (i, e) in e.iter().enumerate() {
             accumulate_tail(&mut o[i * hd..(i + 1) * hd], c, e, v, v_stride);
         }

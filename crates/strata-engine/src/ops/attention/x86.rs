@@ -300,6 +300,83 @@ pub(super) mod avx2 {
         s
     }
 
+    /// The AVX2 form of `avx512::score_tile`: the scores of queries `i < N ≤ 2` against a
+    /// transposed key tile, the same operations per score (`Σ_d q[d]·k[d]` in order of `d` from
+    /// 0.0, no FMA), so the same bits. A half tile (32 columns) at a time keeps the
+    /// accumulators in the 16 ymm registers. Safety: AVX2 present.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(in crate::ops::attention) unsafe fn score_tile<const N: usize>(
+        q: &[f32],
+        hd: usize,
+        kt: &[f32],
+        sc: &mut [f32],
+    ) {
+        assert!(N <= 2 && q.len() >= N * hd && kt.len() >= hd * 64 && sc.len() >= N * 64);
+        for half in [0, 32] {
+            let mut acc = [[_mm256_setzero_ps(); 4]; N];
+            for d in 0..hd {
+                let kp = kt.as_ptr().add(d * 64 + half);
+                let k: [__m256; 4] = std::array::from_fn(|c| _mm256_loadu_ps(kp.add(8 * c)));
+                for (i, a) in acc.iter_mut().enumerate() {
+                    let qd = _mm256_set1_ps(*q.get_unchecked(i * hd + d));
+                    for c in 0..4 {
+                        a[c] = _mm256_add_ps(a[c], _mm256_mul_ps(qd, k[c]));
+                    }
+                }
+            }
+            for (i, a) in acc.iter().enumerate() {
+                for (c, x) in a.iter().enumerate() {
+                    _mm256_storeu_ps(sc.as_mut_ptr().add(i * 64 + half + 8 * c), *x);
+                }
+            }
+        }
+    }
+
+    /// The AVX2 form of `avx512::accumulate_block` (queries `i < N ≤ 2`, columns
+    /// `c < hd / 32 · 32`, keys in order); returns the first column left. Safety: AVX2
+    /// present.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(in crate::ops::attention) unsafe fn accumulate_block<const N: usize>(
+        o: &mut [f32],
+        hd: usize,
+        e: [&[f32]; N],
+        v: &[f32],
+        v_stride: usize,
+    ) -> usize {
+        let n = e.first().map_or(0, |e| e.len());
+        assert!(N <= 2 && o.len() >= N * hd && e.iter().all(|e| e.len() == n));
+        let body = hd / 32 * 32;
+        assert!(n == 0 || v.len() >= (n - 1) * v_stride + body);
+        let mut c = 0;
+        while c < body {
+            let mut acc = [[_mm256_setzero_ps(); 4]; N];
+            for (i, a) in acc.iter_mut().enumerate() {
+                for (q, x) in a.iter_mut().enumerate() {
+                    *x = _mm256_loadu_ps(o.as_ptr().add(i * hd + c + 8 * q));
+                }
+            }
+            for j in 0..n {
+                let vp = v.as_ptr().add(j * v_stride + c);
+                let vr: [__m256; 4] = std::array::from_fn(|q| _mm256_loadu_ps(vp.add(8 * q)));
+                for (i, a) in acc.iter_mut().enumerate() {
+                    let ej = _mm256_set1_ps(*e[i].get_unchecked(j));
+                    for (x, vq) in a.iter_mut().zip(vr) {
+                        *x = _mm256_add_ps(*x, _mm256_mul_ps(ej, vq));
+                    }
+                }
+            }
+            for (i, a) in acc.iter().enumerate() {
+                for (q, x) in a.iter().enumerate() {
+                    _mm256_storeu_ps(o.as_mut_ptr().add(i * hd + c + 8 * q), *x);
+                }
+            }
+            c += 32;
+        }
+        body
+    }
+
     /// Sums 8 lanes: `i + 4`, then `i + 2`, then the last pair (the tail of `lanes::tree16`).
     #[inline(always)]
     pub(super) unsafe fn tree8(s8: __m256) -> f32 {
