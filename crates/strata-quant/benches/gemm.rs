@@ -2,6 +2,7 @@
 //! (576, 1536) and of 7B-class models (4096), per weight type: tiled `gemm` against the loop
 //! over `vec_dot` it replaces, on the best path (and on AVX2 at 4096 columns when the best path
 //! is wider). Run with `cargo bench -p strata-quant --bench gemm`; filter with e.g. `-- Q4_K`.
+//! On aarch64 the best path is `neon`, which has no tiles yet: its `gemm` is the `vec_dot` loop.
 
 use std::hint::black_box;
 use std::time::Duration;

@@ -2,6 +2,11 @@
 //! activation row, activation quantization and the float `dot_f32`, for rows of 4096 and 14336
 //! elements (a 0.5B model's hidden size scale and a 7B FFN's). Run with
 //! `cargo bench -p strata-quant --bench vec_dot`; filter with e.g. `-- Q4_K/4096`.
+//!
+//! Every path the CPU has is measured, under ids like `vec_dot/Q4_K/avx2/4096`: on an aarch64
+//! machine with dotprod (Graviton2+, Apple M1+, Raspberry Pi 5) that is `scalar` and `neon`, so
+//! `cargo bench -p strata-quant --bench vec_dot -- /neon/` there times the NEON kernels (qemu's
+//! emulated timings mean nothing).
 
 use std::hint::black_box;
 use std::time::Duration;

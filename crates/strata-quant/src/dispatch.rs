@@ -1,7 +1,8 @@
-//! Run-time choice of the kernel instruction set: one binary, built for baseline x86-64, runs
-//! the best kernels the CPU has.
+//! Run-time choice of the kernel instruction set: one binary, built for baseline x86-64 or
+//! aarch64, runs the best kernels the CPU has.
 //!
-//! [`Isa::best`] probes the CPU once (`is_x86_feature_detected!`) and caches the answer; the
+//! [`Isa::best`] probes the CPU once (`is_x86_feature_detected!`,
+//! `is_aarch64_feature_detected!`) and caches the answer; the
 //! public entry points ([`crate::vec_dot`], [`crate::quantize`], [`crate::dot_f32`]) use it, and
 //! the `*_on` variants ([`crate::vec_dot_on`] …) run one named path, for tests and benchmarks.
 //! A type without a kernel on the chosen path runs the scalar reference.
@@ -13,7 +14,8 @@ use strata_gguf::GgmlType;
 
 use crate::QuantError;
 
-/// An instruction-set path of the kernels, from slowest to fastest.
+/// An instruction-set path of the kernels, from slowest to fastest within one architecture.
+/// Paths of another architecture than the one the binary was built for are never available.
 ///
 /// ```
 /// use strata_quant::Isa;
@@ -28,6 +30,10 @@ use crate::QuantError;
 pub enum Isa {
     /// Portable Rust: the reference kernels, on every CPU.
     Scalar,
+    /// aarch64 AdvSIMD (NEON, 128-bit) with the `dotprod` extension's `SDOT` (Armv8.2-A and
+    /// later: Apple M1+, AWS Graviton2+, Cortex-A76+, Raspberry Pi 5). Cores without
+    /// `dotprod` (Cortex-A72, Raspberry Pi 4) run [`Isa::Scalar`].
+    Neon,
     /// AVX2 + FMA + F16C, 256-bit (x86-64 since Haswell and Zen 1).
     Avx2,
     /// AVX2 with AVX-VNNI's integer dot instructions (Alder Lake, Zen 5).
@@ -36,18 +42,19 @@ pub enum Isa {
     Avx512,
 }
 
-/// Environment variable that caps [`Isa::best`] (`scalar`, `avx2`, `avxvnni`, `avx512`), for
-/// comparing paths end to end. Unknown values are ignored.
+/// Environment variable that caps [`Isa::best`] (`scalar`, `neon`, `avx2`, `avxvnni`,
+/// `avx512`), for comparing paths end to end. Unknown values are ignored.
 pub const ISA_ENV: &str = "STRATA_ISA";
 
 impl Isa {
-    /// Every path, slowest first.
-    pub const ALL: [Isa; 4] = [Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512];
+    /// Every path, slowest first within one architecture (the order [`ISA_ENV`] caps by).
+    pub const ALL: [Isa; 5] = [Isa::Scalar, Isa::Neon, Isa::Avx2, Isa::AvxVnni, Isa::Avx512];
 
     /// The lower-case name used by [`ISA_ENV`] and in benchmark ids.
     pub fn name(self) -> &'static str {
         match self {
             Isa::Scalar => "scalar",
+            Isa::Neon => "neon",
             Isa::Avx2 => "avx2",
             Isa::AvxVnni => "avxvnni",
             Isa::Avx512 => "avx512",
@@ -97,6 +104,7 @@ fn detect(isa: Isa) -> bool {
     };
     match isa {
         Isa::Scalar => true,
+        Isa::Neon => false,
         Isa::Avx2 => avx2(),
         Isa::AvxVnni => avx2() && is_x86_feature_detected!("avxvnni"),
         Isa::Avx512 => {
@@ -109,7 +117,19 @@ fn detect(isa: Isa) -> bool {
     }
 }
 
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(target_arch = "aarch64")]
+fn detect(isa: Isa) -> bool {
+    match isa {
+        Isa::Scalar => true,
+        Isa::Neon => {
+            std::arch::is_aarch64_feature_detected!("neon")
+                && std::arch::is_aarch64_feature_detected!("dotprod")
+        }
+        Isa::Avx2 | Isa::AvxVnni | Isa::Avx512 => false,
+    }
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 fn detect(isa: Isa) -> bool {
     isa == Isa::Scalar
 }
@@ -117,8 +137,11 @@ fn detect(isa: Isa) -> bool {
 /// An [`Isa`] this CPU supports: only [`Supported::best`] and [`Supported::check`] make one,
 /// so holding one is the proof the SIMD entry points below need.
 #[derive(Clone, Copy, Debug)]
-// Read only by the x86-64 entry points (the only SIMD paths so far).
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+// Read only by the SIMD entry points (x86-64 and aarch64).
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
 pub(crate) struct Supported(Isa);
 
 impl Supported {
@@ -146,14 +169,26 @@ pub(crate) fn vec_dot(cpu: Supported, ty: GgmlType, row: &[u8], act: &[u8]) -> O
         // each entry point enables exactly its path's features; the caller checked the lengths.
         unsafe {
             match cpu.0 {
-                Isa::Scalar => None,
+                Isa::Scalar | Isa::Neon => None,
                 Isa::Avx2 => x86::vec_dot_avx2(ty, row, act),
                 Isa::AvxVnni => x86::vec_dot_avxvnni(ty, row, act),
                 Isa::Avx512 => x86::vec_dot_avx512(ty, row, act),
             }
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(target_arch = "aarch64")]
+    {
+        use crate::dot::aarch64;
+        // SAFETY: as on x86-64: `Supported` holds only paths `detect` found on this CPU, and the
+        // entry point enables exactly the path's features; the caller checked the lengths.
+        unsafe {
+            match cpu.0 {
+                Isa::Neon => aarch64::vec_dot_neon(ty, row, act),
+                _ => None,
+            }
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         let _ = (cpu, ty, row, act);
         None
@@ -161,8 +196,8 @@ pub(crate) fn vec_dot(cpu: Supported, ty: GgmlType, row: &[u8], act: &[u8]) -> O
 }
 
 /// The SIMD `vec_dot` of every row of `w` (`out.len()` rows of `ty` back to back) with `act`
-/// into `out`, prefetching ahead of each row; `false` (nothing written) where only the scalar
-/// kernel exists. Lengths as for [`vec_dot`], `out` not empty.
+/// into `out` (on x86-64 prefetching ahead of each row); `false` (nothing written) where only
+/// the scalar kernel exists. Lengths as for [`vec_dot`], `out` not empty.
 #[inline]
 pub(crate) fn vec_dot_rows(
     cpu: Supported,
@@ -177,14 +212,25 @@ pub(crate) fn vec_dot_rows(
         // SAFETY: as in `vec_dot`; `out` is not empty.
         unsafe {
             match cpu.0 {
-                Isa::Scalar => false,
+                Isa::Scalar | Isa::Neon => false,
                 Isa::Avx2 => x86::vec_dot_rows_avx2(ty, w, act, out),
                 Isa::AvxVnni => x86::vec_dot_rows_avxvnni(ty, w, act, out),
                 Isa::Avx512 => x86::vec_dot_rows_avx512(ty, w, act, out),
             }
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(target_arch = "aarch64")]
+    {
+        use crate::dot::aarch64;
+        // SAFETY: as in `vec_dot`; `out` is not empty.
+        unsafe {
+            match cpu.0 {
+                Isa::Neon => aarch64::vec_dot_rows_neon(ty, w, act, out),
+                _ => false,
+            }
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         let _ = (cpu, ty, w, act, out);
         false
@@ -201,14 +247,25 @@ pub(crate) fn quantize(cpu: Supported, ty: GgmlType, src: &[f32], dst: &mut [u8]
         // SAFETY: as in `vec_dot`.
         unsafe {
             match cpu.0 {
-                Isa::Scalar => false,
+                Isa::Scalar | Isa::Neon => false,
                 Isa::Avx2 => x86::quantize_avx2(ty, src, dst),
                 Isa::AvxVnni => x86::quantize_avxvnni(ty, src, dst),
                 Isa::Avx512 => x86::quantize_avx512(ty, src, dst),
             }
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(target_arch = "aarch64")]
+    {
+        use crate::dot::aarch64;
+        // SAFETY: as in `vec_dot`.
+        unsafe {
+            match cpu.0 {
+                Isa::Neon => aarch64::quantize_neon(ty, src, dst),
+                _ => false,
+            }
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         let _ = (cpu, ty, src, dst);
         false
@@ -225,14 +282,25 @@ pub(crate) fn dot_f32(cpu: Supported, ty: GgmlType, row: &[u8], x: &[f32]) -> Op
         // SAFETY: as in `vec_dot`.
         unsafe {
             match cpu.0 {
-                Isa::Scalar => None,
+                Isa::Scalar | Isa::Neon => None,
                 Isa::Avx2 => x86::dot_f32_avx2(ty, row, x),
                 Isa::AvxVnni => x86::dot_f32_avxvnni(ty, row, x),
                 Isa::Avx512 => x86::dot_f32_avx512(ty, row, x),
             }
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(target_arch = "aarch64")]
+    {
+        use crate::dot::aarch64;
+        // SAFETY: as in `vec_dot`.
+        unsafe {
+            match cpu.0 {
+                Isa::Neon => aarch64::dot_f32_neon(ty, row, x),
+                _ => None,
+            }
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         let _ = (cpu, ty, row, x);
         None

@@ -3,17 +3,18 @@
 //!
 //! The result of every (row, token) pair equals [`crate::vec_dot`] on the same CPU path
 //! bit for bit, so a prompt gives the same logits whether it is run in one batch or token by
-//! token. The SIMD paths run register-blocked tiles (`tile.rs`: up to 4 rows × 4 tokens) of the
-//! formats with a SIMD `vec_dot` kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K
-//! and IQ4_XS; the other formats, and the scalar path, loop over `vec_dot`.
+//! token. The x86-64 SIMD paths run register-blocked tiles (`tile.rs`: up to 4 rows × 4 tokens)
+//! of the formats with a SIMD `vec_dot` kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K,
+//! Q6_K and IQ4_XS; the other formats, the NEON path and the scalar path loop over `vec_dot`.
 //!
-//! One token (decode) is a loop of `vec_dot` over the rows that reads two streams (the rows of
-//! the two halves alternate) and asks the memory system for the bytes 2 KiB ahead while it
-//! computes the current row: decode streams every weight from DRAM once, and the hardware
+//! One token (decode) is a loop of `vec_dot` over the rows. On x86-64 it reads two streams (the
+//! rows of the two halves alternate) and asks the memory system for the bytes 2 KiB ahead while
+//! it computes the current row: decode streams every weight from DRAM once, and the hardware
 //! prefetchers alone leave part of the bandwidth unused (they stop at 4 KiB page boundaries
 //! and run only a short way ahead).
 
-// The tile machinery has kernels only on x86-64 so far (no NEON tiles yet).
+// The tile machinery has kernels only on x86-64 so far: the NEON path runs `gemm` as a loop
+// over its `vec_dot` (no NEON tiles yet).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 mod tile;
 #[cfg(target_arch = "x86_64")]
@@ -152,7 +153,7 @@ fn tiled(isa: Isa, ty: GgmlType, job: Job<'_>) -> bool {
     // enables exactly, and the lengths of `job`.
     unsafe {
         match isa {
-            Isa::Scalar => false,
+            Isa::Scalar | Isa::Neon => false,
             Isa::Avx2 => x86::gemm_avx2(ty, job),
             Isa::AvxVnni => x86::gemm_avxvnni(ty, job),
             Isa::Avx512 => x86::gemm_avx512(ty, job),

@@ -11,6 +11,7 @@ use strata_quant::{
 };
 
 fn paths() -> Vec<Isa> {
+    common::check_required_paths();
     let (have, lack): (Vec<Isa>, Vec<Isa>) =
         Isa::ALL.into_iter().partition(|isa| isa.is_available());
     if !lack.is_empty() {

@@ -15,6 +15,7 @@ use strata_quant::{
 
 /// The SIMD paths this CPU has; the others are reported on stderr.
 fn simd_paths() -> Vec<Isa> {
+    common::check_required_paths();
     let (have, lack): (Vec<Isa>, Vec<Isa>) = Isa::ALL
         .into_iter()
         .filter(|&isa| isa != Isa::Scalar)

@@ -2,10 +2,12 @@
 //! quantized activation row (the [`VecDot`](crate::VecDot) impls in the submodules).
 //!
 //! The kernels here are the scalar references. The SIMD versions sit beside them in `x86/`
-//! (AVX2, AVX-VNNI, AVX-512), chosen at run time by [`crate::dispatch`] over the byte-row API
-//! (`vec_dot`, `quantize`, `dot_f32`); the `VecDot` trait impls stay scalar, and tests/simd.rs
-//! compares every path against them.
+//! (AVX2, AVX-VNNI, AVX-512) and `aarch64/` (NEON with dotprod), chosen at run time by
+//! [`crate::dispatch`] over the byte-row API (`vec_dot`, `quantize`, `dot_f32`); the `VecDot`
+//! trait impls stay scalar, and tests/simd.rs compares every path against them.
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 mod iq;
 mod k_quants;
 mod legacy;

@@ -1,9 +1,30 @@
-//! Shared test support: a seeded random generator and the reader of the committed reference
-//! vectors (tests/data/quant_vectors.bin, written by scripts/gen_quant_vectors.py).
+//! Shared test support: a seeded random generator, the check of the paths a run requires, and
+//! the reader of the committed reference vectors (tests/data/quant_vectors.bin, written by
+//! scripts/gen_quant_vectors.py).
 
 #![allow(dead_code)]
 
-use strata_quant::GgmlType;
+use strata_quant::{GgmlType, Isa};
+
+/// Environment variable naming paths (comma-separated [`Isa::name`]s) that must be available:
+/// scripts/test_aarch64.sh sets `neon`, so an emulated CPU without `dotprod` fails the SIMD
+/// tests instead of quietly skipping the path they are run for.
+pub const REQUIRE_ISA_ENV: &str = "STRATA_TEST_REQUIRE_ISA";
+
+/// Panics when a path named by [`REQUIRE_ISA_ENV`] is unknown or missing on this CPU.
+pub fn check_required_paths() {
+    let Ok(names) = std::env::var(REQUIRE_ISA_ENV) else {
+        return;
+    };
+    for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let isa = Isa::from_name(name)
+            .unwrap_or_else(|| panic!("{REQUIRE_ISA_ENV}: unknown path {name:?}"));
+        assert!(
+            isa.is_available(),
+            "{REQUIRE_ISA_ENV} requires the {isa} path, which this CPU lacks"
+        );
+    }
+}
 
 /// SplitMix64: small, seeded, good enough for test inputs.
 pub struct Rng(u64);
