@@ -25,24 +25,26 @@ pub(super) enum Isa {
 
 impl Isa {
     /// The widest path this CPU supports, at most the one `STRATA_ISA` names
-    /// ([`strata_quant::ISA_ENV`]: `scalar`; `avx2` or `avxvnni` cap at AVX2), so one
-    /// variable selects the path of every kernel for end-to-end comparisons. Probed once.
+    /// ([`strata_quant::ISA_ENV`], in [`strata_quant::Isa`]'s order: below `avx2` caps at
+    /// scalar, below `avx512` at AVX2), so one variable selects the path of every kernel for
+    /// end-to-end comparisons. Probed once.
     pub(super) fn detect() -> Isa {
         static BEST: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
         *BEST.get_or_init(|| {
             let cap = std::env::var(strata_quant::ISA_ENV).ok();
-            Isa::widest(cap.as_deref().map(str::trim))
+            Isa::widest(cap.and_then(|c| strata_quant::Isa::from_name(c.trim())))
         })
     }
 
-    fn widest(cap: Option<&str>) -> Isa {
-        if cap == Some("scalar") {
+    fn widest(cap: Option<strata_quant::Isa>) -> Isa {
+        use strata_quant::Isa as Q;
+        if cap.is_some_and(|c| c < Q::Avx2) {
             return Isa::Scalar;
         }
         #[cfg(target_arch = "x86_64")]
         {
-            let avx2_cap = matches!(cap, Some("avx2" | "avxvnni"));
-            if !avx2_cap && std::arch::is_x86_feature_detected!("avx512f") {
+            let below_avx512 = cap.is_some_and(|c| c < Q::Avx512);
+            if !below_avx512 && std::arch::is_x86_feature_detected!("avx512f") {
                 return Isa::Avx512;
             }
             if std::arch::is_x86_feature_detected!("avx2")
