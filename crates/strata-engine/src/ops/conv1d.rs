@@ -4,33 +4,38 @@
 //! Source: ggml `ggml_ssm_conv` (`ggml-cpu/ops.cpp`, `ggml_compute_forward_ssm_conv_f32`) with
 //! the state handling of llama.cpp `llm_build_delta_net_base::build_conv_state`.
 
+use super::par_chunks;
+
 /// `out[t][c] = Σ_{i<K} in[t+i][c] · w[c][i]`, where `in` is the `K − 1` saved rows of `state`
 /// followed by the T rows of `x`; afterwards `state` holds the last `K − 1` rows of `in`.
 ///
 /// Shapes: `x`, `out`: `[T][C]`; `w`: `[C][K]` (ggml `ne = [K, C]`); `state`: `[K − 1][C]`,
 /// oldest row first (so C = `w.len() − state.len()`). Each sum runs over `i` in order in
-/// f32, as ggml does.
+/// f32, as ggml does. Groups of output rows run in parallel on the current pool.
 pub fn causal_conv1d(x: &[f32], w: &[f32], state: &mut [f32], out: &mut [f32]) {
     let c_n = w.len() - state.len();
     let k = w.len() / c_n;
     let keep = k - 1;
     let t_n = x.len() / c_n;
     debug_assert_eq!(out.len(), x.len());
-    for t in 0..t_n {
-        for c in 0..c_n {
-            let mut sum = 0.0f32;
-            for (i, wi) in w[c * k..(c + 1) * k].iter().enumerate() {
+    let saved = &*state;
+    par_chunks(out, c_n, |rows, out| {
+        for (t, o) in (rows.start / c_n..).zip(out.chunks_exact_mut(c_n)) {
+            // Row by row of `in`, so every sum still adds its terms in order of i.
+            o.fill(0.0);
+            for i in 0..k {
                 let row = t + i;
-                let v = if row < keep {
-                    state[row * c_n + c]
+                let src = if row < keep {
+                    &saved[row * c_n..(row + 1) * c_n]
                 } else {
-                    x[(row - keep) * c_n + c]
+                    &x[(row - keep) * c_n..(row - keep + 1) * c_n]
                 };
-                sum += v * wi;
+                for ((oc, v), wc) in o.iter_mut().zip(src).zip(w.chunks_exact(k)) {
+                    *oc += v * wc[i];
+                }
             }
-            out[t * c_n + c] = sum;
         }
-    }
+    });
     // New state: rows t_n .. t_n + keep of `in`.
     if t_n >= keep {
         state.copy_from_slice(&x[(t_n - keep) * c_n..]);
@@ -75,5 +80,27 @@ mod tests {
             assert_eq!(o1, out[t * c_n..(t + 1) * c_n]);
         }
         assert_eq!(s1, state);
+    }
+
+    #[test]
+    fn output_is_bit_identical_for_any_worker_count() {
+        use crate::pool::{Pool, PoolOptions};
+        // 300 rows of 256 channels: several pool tasks.
+        let (c_n, k, t_n) = (256, 4, 300);
+        let w: Vec<f32> = (0..c_n * k).map(|i| (i as f32 * 0.37).sin()).collect();
+        let x: Vec<f32> = (0..t_n * c_n).map(|i| (i as f32 * 0.11).cos()).collect();
+        let run = |workers: usize| {
+            let pool = Pool::new(PoolOptions {
+                workers,
+                ..PoolOptions::default()
+            });
+            let mut state: Vec<f32> = (0..(k - 1) * c_n).map(|i| i as f32 * 1e-3).collect();
+            let mut out = vec![0.0; x.len()];
+            pool.install(|| causal_conv1d(&x, &w, &mut state, &mut out));
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            (bits(&out), bits(&state))
+        };
+        let want = run(1);
+        assert!(run(2) == want && run(3) == want);
     }
 }

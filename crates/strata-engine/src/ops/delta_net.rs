@@ -14,11 +14,33 @@
 //! ("Parallelizing Linear Transformers with the Delta Rule over Sequence Length", 2024).
 //! Semantics as llama.cpp's `ggml_gated_delta_net` (`ggml-cpu/ops.cpp`) and
 //! `llm_build_delta_net_base`.
+//!
+//! Value heads are independent (they share only read-only key heads), so both forms run
+//! groups of heads as tasks on the current pool ([`crate::pool::with_current`]). A head's
+//! arithmetic is the same in any task on any worker, so results are bit-identical for any
+//! worker count.
 
-use super::{axpy, dot};
+use std::cell::RefCell;
+use std::sync::Mutex;
+
+use super::{axpy, dot, par_chunks};
+use crate::pool;
 
 /// Tokens per block of [`delta_rule_chunked`] (llama.cpp's chunk size for scalar gates).
 pub const CHUNK: usize = 64;
+
+/// Fewest state elements × tokens worth a pool task: heads are grouped until a task updates
+/// at least this much state. One 64 × 64 head of one decode token is a task of its own; a
+/// smaller head shares its task.
+const MIN_TASK_WORK: usize = 64 * 64;
+
+thread_local! {
+    /// Scratch of the chunked form; each worker has its own, grown once and reused.
+    static CHUNK_SCRATCH: RefCell<ChunkScratch> = RefCell::new(ChunkScratch::default());
+    /// Outputs `[n_v_heads][T][d_v]` of a multi-token call, head-major so that each head's
+    /// share is one slice (calling thread).
+    static BY_HEAD: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
 
 /// Head counts and widths of one delta-rule call.
 #[derive(Clone, Copy, Debug)]
@@ -74,31 +96,96 @@ impl<'a> DeltaInputs<'a> {
 }
 
 /// Runs the recurrence token by token. `state`: `[n_v_heads][d_v][d_k]`, updated;
-/// `out`: `[T][n_v_heads][d_v]`.
+/// `out`: `[T][n_v_heads][d_v]`. Heads run in parallel on the current pool.
 pub fn delta_rule_recurrent(
     s: &DeltaShape,
     x: DeltaInputs<'_>,
     state: &mut [f32],
     out: &mut [f32],
 ) {
-    let (dk, dv) = (s.d_k, s.d_v);
-    let scale = 1.0 / (dk as f32).sqrt();
-    let t_n = x.beta.len() / s.n_v_heads;
-    for (h, st) in state.chunks_exact_mut(dv * dk).enumerate() {
-        for t in 0..t_n {
-            let r = x.rows(s, t, h);
-            let decay = r.g.exp();
-            st.iter_mut().for_each(|v| *v *= decay);
-            for (j, row) in st.chunks_exact_mut(dk).enumerate() {
-                let delta = (r.v[j] - dot(row, r.k)) * r.b;
-                axpy(delta, r.k, row);
-            }
-            let o = &mut out[(t * s.n_v_heads + h) * dv..][..dv];
-            for (oj, row) in o.iter_mut().zip(st.chunks_exact(dk)) {
-                *oj = dot(row, r.q) * scale;
-            }
+    let scale = 1.0 / (s.d_k as f32).sqrt();
+    for_each_head(s, x, state, out, |h, st, o| {
+        recurrent_head(s, x, h, st, o, scale)
+    });
+}
+
+/// [`delta_rule_recurrent`] of head `h`: `st` is its `[d_v][d_k]` state, `o` its `[T][d_v]`
+/// outputs.
+fn recurrent_head(
+    s: &DeltaShape,
+    x: DeltaInputs<'_>,
+    h: usize,
+    st: &mut [f32],
+    o: &mut [f32],
+    scale: f32,
+) {
+    let dk = s.d_k;
+    for (t, ot) in o.chunks_exact_mut(s.d_v).enumerate() {
+        let r = x.rows(s, t, h);
+        let decay = r.g.exp();
+        st.iter_mut().for_each(|v| *v *= decay);
+        for (j, row) in st.chunks_exact_mut(dk).enumerate() {
+            let delta = (r.v[j] - dot(row, r.k)) * r.b;
+            axpy(delta, r.k, row);
+        }
+        for (oj, row) in ot.iter_mut().zip(st.chunks_exact(dk)) {
+            *oj = dot(row, r.q) * scale;
         }
     }
+}
+
+/// Runs `f(h, state_h, out_h)` for every value head `h` in tasks of the current pool, with
+/// `state_h` the head's `[d_v][d_k]` state and `out_h` its `[T][d_v]` outputs, which end up in
+/// `out` (`[T][n_v_heads][d_v]`).
+///
+/// Tasks take the next group of heads from a shared iterator, so which worker runs a head
+/// varies, but what is computed for it does not. Group size depends only on the shape.
+fn for_each_head(
+    s: &DeltaShape,
+    x: DeltaInputs<'_>,
+    state: &mut [f32],
+    out: &mut [f32],
+    f: impl Fn(usize, &mut [f32], &mut [f32]) + Sync,
+) {
+    let (nv, dk, dv) = (s.n_v_heads, s.d_k, s.d_v);
+    let t_n = x.beta.len() / nv;
+    if t_n == 0 {
+        return;
+    }
+    let per_task = MIN_TASK_WORK.div_ceil(dv * dk * t_n).min(nv);
+    let mut run = |by_head: &mut [f32]| {
+        let groups = state
+            .chunks_mut(per_task * dv * dk)
+            .zip(by_head.chunks_mut(per_task * t_n * dv))
+            .enumerate();
+        let groups = Mutex::new(groups);
+        pool::with_current(|p| {
+            p.run(nv.div_ceil(per_task), |_| {
+                let next = groups.lock().unwrap_or_else(|e| e.into_inner()).next();
+                let Some((g, (st, o))) = next else { return };
+                let heads = st
+                    .chunks_exact_mut(dv * dk)
+                    .zip(o.chunks_exact_mut(t_n * dv));
+                for (i, (st_h, o_h)) in heads.enumerate() {
+                    f(g * per_task + i, st_h, o_h);
+                }
+            })
+        });
+    };
+    if t_n == 1 {
+        // One token: `[n_v_heads][d_v]` is already head-major.
+        return run(out);
+    }
+    BY_HEAD.with(|cell| {
+        let mut by_head = cell.borrow_mut();
+        by_head.resize(nv * t_n * dv, 0.0);
+        run(&mut by_head);
+        for (h, o_h) in by_head.chunks_exact(t_n * dv).enumerate() {
+            for (t, row) in o_h.chunks_exact(dv).enumerate() {
+                out[(t * nv + h) * dv..][..dv].copy_from_slice(row);
+            }
+        }
+    });
 }
 
 /// Scratch of one chunk of one head.
@@ -110,6 +197,8 @@ struct ChunkScratch {
     u: Vec<f32>,
     /// `S0ᵀ x` for each row x of the chunk: `[C][d_v]`.
     sx: Vec<f32>,
+    /// The chunk's keys, gathered: `[C][d_k]`.
+    k: Vec<f32>,
 }
 
 /// Same result as [`delta_rule_recurrent`], computed in blocks of [`CHUNK`] tokens.
@@ -122,81 +211,89 @@ struct ChunkScratch {
 /// and the block's state is `γ_C S0 + Σ_s (γ_C/γ_s) k_s u_sᵀ`. Ratios are `exp(G_t − G_s)`
 /// with t ≥ s, which never overflow.
 pub fn delta_rule_chunked(s: &DeltaShape, x: DeltaInputs<'_>, state: &mut [f32], out: &mut [f32]) {
-    let (dk, dv) = (s.d_k, s.d_v);
-    let scale = 1.0 / (dk as f32).sqrt();
-    let t_n = x.beta.len() / s.n_v_heads;
-    let mut sc = ChunkScratch::default();
-    for (h, st) in state.chunks_exact_mut(dv * dk).enumerate() {
-        let mut t0 = 0;
-        while t0 < t_n {
-            let c_n = CHUNK.min(t_n - t0);
-            chunk(s, x, h, t0, c_n, st, out, scale, &mut sc);
-            t0 += c_n;
-        }
-    }
+    let scale = 1.0 / (s.d_k as f32).sqrt();
+    for_each_head(s, x, state, out, |h, st, o| {
+        CHUNK_SCRATCH.with(|cell| {
+            let sc = &mut cell.borrow_mut();
+            let t_n = o.len() / s.d_v;
+            let mut t0 = 0;
+            while t0 < t_n {
+                let c_n = CHUNK.min(t_n - t0);
+                chunk(s, x, h, t0..t0 + c_n, st, o, scale, sc);
+                t0 += c_n;
+            }
+        })
+    });
 }
 
-/// One block `t0 .. t0 + c_n` of head `h`; see [`delta_rule_chunked`].
+/// One block `toks` of head `h`, whose state is `st` and outputs `o` (`[T][d_v]`); see
+/// [`delta_rule_chunked`].
 #[allow(clippy::too_many_arguments)]
 fn chunk(
     s: &DeltaShape,
     x: DeltaInputs<'_>,
     h: usize,
-    t0: usize,
-    c_n: usize,
+    toks: std::ops::Range<usize>,
     st: &mut [f32],
-    out: &mut [f32],
+    o: &mut [f32],
     scale: f32,
     sc: &mut ChunkScratch,
 ) {
     let (dk, dv) = (s.d_k, s.d_v);
-    let rows: Vec<Rows<'_>> = (0..c_n).map(|i| x.rows(s, t0 + i, h)).collect();
+    let (t0, c_n) = (toks.start, toks.len());
+    let row = |i: usize| x.rows(s, t0 + i, h);
     sc.cum.clear();
+    sc.k.clear();
     let mut acc = 0.0f32;
-    for r in &rows {
+    for i in 0..c_n {
+        let r = row(i);
         acc += r.g;
         sc.cum.push(acc);
+        sc.k.extend_from_slice(r.k);
     }
-    let g = &sc.cum;
+    let (g, keys) = (&sc.cum, &sc.k);
+    let key = |i: usize| &keys[i * dk..(i + 1) * dk];
     // Written values u, by forward substitution.
     sc.u.resize(c_n * dv, 0.0);
     sc.sx.resize(c_n * dv, 0.0);
-    s0_times(st, dk, rows.iter().map(|r| r.k), &mut sc.sx);
+    s0_times(st, dk, keys.chunks_exact(dk), &mut sc.sx);
     for t in 0..c_n {
+        let rt = row(t);
         let (done, rest) = sc.u.split_at_mut(t * dv);
         let ut = &mut rest[..dv];
         let gamma = g[t].exp();
         let s0k = &sc.sx[t * dv..(t + 1) * dv];
-        for ((u, v), w) in ut.iter_mut().zip(rows[t].v).zip(s0k) {
+        for ((u, v), w) in ut.iter_mut().zip(rt.v).zip(s0k) {
             *u = v - gamma * w;
         }
         for (sidx, us) in done.chunks_exact(dv).enumerate() {
-            let w = (g[t] - g[sidx]).exp() * dot(rows[t].k, rows[sidx].k);
+            let w = (g[t] - g[sidx]).exp() * dot(rt.k, key(sidx));
             axpy(-w, us, ut);
         }
-        ut.iter_mut().for_each(|v| *v *= rows[t].b);
+        ut.iter_mut().for_each(|v| *v *= rt.b);
     }
     // Outputs.
-    s0_times(st, dk, rows.iter().map(|r| r.q), &mut sc.sx);
+    s0_times(st, dk, (0..c_n).map(|i| row(i).q), &mut sc.sx);
     for t in 0..c_n {
-        let o = &mut out[((t0 + t) * s.n_v_heads + h) * dv..][..dv];
+        let rt = row(t);
+        let ot = &mut o[(t0 + t) * dv..][..dv];
         let gamma = g[t].exp();
-        for (oj, w) in o.iter_mut().zip(&sc.sx[t * dv..(t + 1) * dv]) {
+        for (oj, w) in ot.iter_mut().zip(&sc.sx[t * dv..(t + 1) * dv]) {
             *oj = gamma * w;
         }
         for sidx in 0..=t {
-            let w = (g[t] - g[sidx]).exp() * dot(rows[t].q, rows[sidx].k);
-            axpy(w, &sc.u[sidx * dv..(sidx + 1) * dv], o);
+            let w = (g[t] - g[sidx]).exp() * dot(rt.q, key(sidx));
+            axpy(w, &sc.u[sidx * dv..(sidx + 1) * dv], ot);
         }
-        o.iter_mut().for_each(|v| *v *= scale);
+        ot.iter_mut().for_each(|v| *v *= scale);
     }
     // State at the end of the block.
     let last = g[c_n - 1];
     let gamma = last.exp();
-    for (j, row) in st.chunks_exact_mut(dk).enumerate() {
-        row.iter_mut().for_each(|v| *v *= gamma);
-        for (sidx, r) in rows.iter().enumerate() {
-            axpy((last - g[sidx]).exp() * sc.u[sidx * dv + j], r.k, row);
+    for (j, st_row) in st.chunks_exact_mut(dk).enumerate() {
+        st_row.iter_mut().for_each(|v| *v *= gamma);
+        for ((sidx, gs), k) in g.iter().enumerate().zip(keys.chunks_exact(dk)) {
+            axpy((last - gs).exp() * sc.u[sidx * dv + j], k, st_row);
         }
     }
 }
@@ -213,16 +310,18 @@ fn s0_times<'a>(st: &[f32], dk: usize, xs: impl Iterator<Item = &'a [f32]>, out:
 
 /// `x / √(Σx² + eps)` for every `d`-wide head of `x`, in place, computed as llama.cpp's
 /// `build_gdn_l2_norm` does: an RMS norm with eps/d (f32 squares summed in f64), then a
-/// scale by 1/√d.
+/// scale by 1/√d. Groups of heads run in parallel on the current pool.
 pub fn l2_norm_heads_in_place(x: &mut [f32], d: usize, eps: f32) {
     let n = d as f32;
     let inv_sqrt_n = 1.0 / n.sqrt();
-    for head in x.chunks_exact_mut(d) {
-        let sum: f64 = head.iter().map(|v| (v * v) as f64).sum();
-        let mean = (sum / d as f64) as f32;
-        let scale = 1.0 / (mean + eps / n).sqrt();
-        head.iter_mut().for_each(|v| *v = (*v * scale) * inv_sqrt_n);
-    }
+    par_chunks(x, d, |_, x| {
+        for head in x.chunks_exact_mut(d) {
+            let sum: f64 = head.iter().map(|v| (v * v) as f64).sum();
+            let mean = (sum / d as f64) as f32;
+            let scale = 1.0 / (mean + eps / n).sqrt();
+            head.iter_mut().for_each(|v| *v = (*v * scale) * inv_sqrt_n);
+        }
+    });
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use crate::ops::delta_net::{
 use crate::ops::gate::{sigmoid, silu, silu_in_place, softplus};
 use crate::ops::linear::matmul;
 use crate::ops::norm::rms_norm;
+use crate::ops::par_chunks;
 use crate::recurrent_state::DeltaState;
 use crate::session::Workspace;
 use crate::weights::DeltaNetWeights;
@@ -43,7 +44,7 @@ pub(super) fn mixer(
     matmul(&m.wba, None, &mut ws.xb, &mut h.ba)?;
 
     causal_conv1d(&h.qkv, &m.conv, &mut st.conv, &mut h.conv);
-    silu_in_place(&mut h.conv);
+    par_chunks(&mut h.conv, 1, |_, x| silu_in_place(x));
     h.q.clear();
     h.k.clear();
     h.v.clear();
@@ -90,18 +91,19 @@ pub(super) fn mixer(
     }
 
     h.gated.resize(t_n, vd);
-    let gated = h.gated.write();
     let hv = s.head_v_dim;
-    for ((o, z), out) in h
-        .core
-        .chunks_exact(hv)
-        .zip(h.z.chunks_exact(hv))
-        .zip(gated.chunks_exact_mut(hv))
-    {
-        rms_norm(o, &m.norm, cfg.rms_eps, out);
-        for (y, zi) in out.iter_mut().zip(z) {
-            *y *= silu(*zi);
+    let (core, z) = (&h.core, &h.z);
+    par_chunks(h.gated.write(), hv, |r, gated| {
+        for ((o, z), out) in core[r.clone()]
+            .chunks_exact(hv)
+            .zip(z[r].chunks_exact(hv))
+            .zip(gated.chunks_exact_mut(hv))
+        {
+            rms_norm(o, &m.norm, cfg.rms_eps, out);
+            for (y, zi) in out.iter_mut().zip(z) {
+                *y *= silu(*zi);
+            }
         }
-    }
+    });
     matmul(&m.wout, None, &mut h.gated, &mut ws.xb2)
 }

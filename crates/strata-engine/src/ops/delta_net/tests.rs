@@ -1,4 +1,5 @@
 use super::*;
+use crate::pool::{Pool, PoolOptions};
 
 /// Deterministic pseudo-random values in (−1, 1).
 fn noise(n: usize, seed: u64) -> Vec<f32> {
@@ -30,6 +31,10 @@ fn case(t_n: usize, seed: u64) -> Case {
         d_k: 16,
         d_v: 8,
     };
+    case_of(shape, t_n, seed)
+}
+
+fn case_of(shape: DeltaShape, t_n: usize, seed: u64) -> Case {
     let (hk, hv) = (shape.n_k_heads, shape.n_v_heads);
     let mut q = noise(t_n * hk * shape.d_k, seed);
     let mut k = noise(t_n * hk * shape.d_k, seed + 1);
@@ -134,6 +139,54 @@ fn chunked_equals_recurrent_across_chunk_boundaries() {
         };
         assert!(max_rel(&o_chk, &o_rec) < 1e-5, "T={t_n}: outputs");
         assert!(max_rel(&s_chk, &s_rec) < 1e-5, "T={t_n}: state");
+    }
+}
+
+/// Both forms give the same bits on pools of 1, 2 and 3 workers, with heads big enough to be
+/// tasks of their own (decode) and a head count that does not divide evenly among workers.
+#[test]
+fn results_are_bit_identical_for_any_worker_count() {
+    let shape = DeltaShape {
+        n_v_heads: 6,
+        n_k_heads: 2,
+        d_k: 64,
+        d_v: 64,
+    };
+    let pools: Vec<Pool> = (1..=3)
+        .map(|n| {
+            Pool::new(PoolOptions {
+                workers: n,
+                ..PoolOptions::default()
+            })
+        })
+        .collect();
+    for t_n in [1, 3, 70] {
+        let c = case_of(shape, t_n, 40 + t_n as u64);
+        let run = |pool: &Pool, chunked: bool| {
+            let mut state = c.state.clone();
+            let mut out = vec![0.0; t_n * shape.n_v_heads * shape.d_v];
+            pool.install(|| {
+                if chunked {
+                    delta_rule_chunked(&shape, c.inputs(), &mut state, &mut out);
+                } else {
+                    delta_rule_recurrent(&shape, c.inputs(), &mut state, &mut out);
+                }
+            });
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            (bits(&state), bits(&out))
+        };
+        for chunked in [false, true] {
+            let want = run(&pools[0], chunked);
+            for pool in &pools[1..] {
+                let got = run(pool, chunked);
+                let form = if chunked { "chunked" } else { "recurrent" };
+                assert!(
+                    got == want,
+                    "{form}, T={t_n}: {} workers change the result",
+                    pool.workers()
+                );
+            }
+        }
     }
 }
 
