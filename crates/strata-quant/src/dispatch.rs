@@ -6,12 +6,16 @@
 //! public entry points ([`crate::vec_dot`], [`crate::quantize`], [`crate::dot_f32`]) use it, and
 //! the `*_on` variants ([`crate::vec_dot_on`] …) run one named path, for tests and benchmarks.
 //! A type without a kernel on the chosen path runs the scalar reference.
+//!
+//! The byte-row functions reach the kernels through [`Kernels`]: [`Supported`] (a path of
+//! [`Isa`]) in the library, and `crate::testing`'s twin of the AVX-VNNI path in the tests.
 
 use std::fmt;
 use std::sync::OnceLock;
 
 use strata_gguf::GgmlType;
 
+use crate::gemm::Job;
 use crate::QuantError;
 
 /// An instruction-set path of the kernels, from slowest to fastest within one architecture.
@@ -155,6 +159,47 @@ impl Supported {
         } else {
             Err(QuantError::IsaUnavailable { isa })
         }
+    }
+}
+
+/// The SIMD kernels of one path, as the byte-row functions ([`crate::vec_dot`] …,
+/// [`crate::gemm`]) call them after checking the lengths; `None` or `false` (nothing written)
+/// where `ty` has no SIMD kernel on the path, so the caller runs the scalar one. A value of an
+/// implementing type is the proof that the CPU can run the path: [`Supported`], and
+/// `crate::testing::AvxVnniTwin` for the tests.
+pub(crate) trait Kernels: Copy {
+    /// As [`vec_dot`].
+    fn vec_dot(self, ty: GgmlType, row: &[u8], act: &[u8]) -> Option<f32>;
+    /// As [`vec_dot_rows`].
+    fn vec_dot_rows(self, ty: GgmlType, w: &[u8], act: &[u8], out: &mut [f32]) -> bool;
+    /// As [`quantize`].
+    fn quantize(self, ty: GgmlType, src: &[f32], dst: &mut [u8]) -> bool;
+    /// As [`dot_f32`].
+    fn dot_f32(self, ty: GgmlType, row: &[u8], x: &[f32]) -> Option<f32>;
+    /// As [`gemm_tiles`].
+    fn gemm_tiles(self, ty: GgmlType, job: Job<'_>) -> bool;
+}
+
+impl Kernels for Supported {
+    #[inline]
+    fn vec_dot(self, ty: GgmlType, row: &[u8], act: &[u8]) -> Option<f32> {
+        vec_dot(self, ty, row, act)
+    }
+    #[inline]
+    fn vec_dot_rows(self, ty: GgmlType, w: &[u8], act: &[u8], out: &mut [f32]) -> bool {
+        vec_dot_rows(self, ty, w, act, out)
+    }
+    #[inline]
+    fn quantize(self, ty: GgmlType, src: &[f32], dst: &mut [u8]) -> bool {
+        quantize(self, ty, src, dst)
+    }
+    #[inline]
+    fn dot_f32(self, ty: GgmlType, row: &[u8], x: &[f32]) -> Option<f32> {
+        dot_f32(self, ty, row, x)
+    }
+    #[inline]
+    fn gemm_tiles(self, ty: GgmlType, job: Job<'_>) -> bool {
+        gemm_tiles(self, ty, job)
     }
 }
 
@@ -304,5 +349,29 @@ pub(crate) fn dot_f32(cpu: Supported, ty: GgmlType, row: &[u8], x: &[f32]) -> Op
     {
         let _ = (cpu, ty, row, x);
         None
+    }
+}
+
+/// The GEMM tiles of `ty` on `cpu`'s path; `false` (nothing written) where `ty` has none there.
+/// `gemm` checked the lengths of `job`.
+#[inline]
+pub(crate) fn gemm_tiles(cpu: Supported, ty: GgmlType, job: Job<'_>) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::gemm::x86;
+        // SAFETY: as in `vec_dot`; `gemm` checked the lengths of `job`.
+        unsafe {
+            match cpu.0 {
+                Isa::Scalar | Isa::Neon => false,
+                Isa::Avx2 => x86::gemm_avx2(ty, job),
+                Isa::AvxVnni => x86::gemm_avxvnni(ty, job),
+                Isa::Avx512 => x86::gemm_avx512(ty, job),
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (cpu, ty, job);
+        false
     }
 }

@@ -18,12 +18,12 @@
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 mod tile;
 #[cfg(target_arch = "x86_64")]
-mod x86;
+pub(crate) mod x86;
 
-use crate::dispatch::Supported;
+use crate::dispatch::{Kernels, Supported};
 use crate::{check_len, vec_dot_type, vec_dot_with, Isa, Op, QuantError};
 use strata_gguf::GgmlType;
-use tile::Job;
+pub(crate) use tile::Job;
 
 /// `out[t·out_stride + r] = vec_dot(ty, w_r, a_t)` for `r < n_rows`, `t < n_tok`.
 ///
@@ -84,6 +84,21 @@ pub fn gemm_on(
     out_stride: usize,
 ) -> Result<(), QuantError> {
     let cpu = Supported::check(isa)?;
+    gemm_with(cpu, ty, w, n_rows, acts, n_tok, out, out_stride)
+}
+
+/// [`gemm_on`] on the kernels of `cpu`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_with(
+    cpu: impl Kernels,
+    ty: GgmlType,
+    w: &[u8],
+    n_rows: usize,
+    acts: &[u8],
+    n_tok: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) -> Result<(), QuantError> {
     let Some(act_ty) = vec_dot_type(ty) else {
         return Err(QuantError::Unsupported { ty, op: Op::VecDot });
     };
@@ -112,7 +127,7 @@ pub fn gemm_on(
         out: &mut *out,
         out_stride,
     };
-    if tiled(isa, ty, job) {
+    if cpu.gemm_tiles(ty, job) {
         return Ok(());
     }
     for t in 0..n_tok {
@@ -128,40 +143,18 @@ pub fn gemm_on(
 /// `out[r] = vec_dot(ty, w_r, a)` for every row: the SIMD row loop of `cpu` (which
 /// prefetches ahead) where `ty` has one, else one `vec_dot` per row.
 fn decode_rows(
-    cpu: Supported,
+    cpu: impl Kernels,
     ty: GgmlType,
     w: &[u8],
     wrb: usize,
     a: &[u8],
     out: &mut [f32],
 ) -> Result<(), QuantError> {
-    if crate::dispatch::vec_dot_rows(cpu, ty, w, a, out) {
+    if cpu.vec_dot_rows(ty, w, a, out) {
         return Ok(());
     }
     for (r, y) in out.iter_mut().enumerate() {
         *y = vec_dot_with(cpu, ty, &w[r * wrb..(r + 1) * wrb], a)?;
     }
     Ok(())
-}
-
-/// The tile kernels of `isa` where `ty` has them; `false` (nothing written) elsewhere. `isa` is
-/// available and the lengths of `job` are checked.
-#[inline]
-fn tiled(isa: Isa, ty: GgmlType, job: Job<'_>) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `gemm_on` checked that this CPU has `isa`'s features, which each entry point
-    // enables exactly, and the lengths of `job`.
-    unsafe {
-        match isa {
-            Isa::Scalar | Isa::Neon => false,
-            Isa::Avx2 => x86::gemm_avx2(ty, job),
-            Isa::AvxVnni => x86::gemm_avxvnni(ty, job),
-            Isa::Avx512 => x86::gemm_avx512(ty, job),
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (isa, ty, job);
-        false
-    }
 }

@@ -48,6 +48,8 @@ mod k_quantize;
 mod k_quants;
 mod legacy;
 mod q8_k;
+#[doc(hidden)]
+pub mod testing;
 
 pub use block::{
     blocks_as_bytes, cast_blocks, cast_blocks_mut, f16_to_f32, f32_to_f16, Block, FromFloat, VecDot,
@@ -70,7 +72,7 @@ pub use legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_
 pub use q8_k::BlockQ8_K;
 pub use strata_gguf::GgmlType;
 
-use dispatch::Supported;
+use dispatch::{Kernels, Supported};
 use float::{BF16, F16, F32};
 
 /// Runs `$body` with `$B` bound to the block struct of `$ty`, for every block type in `[...]`;
@@ -234,7 +236,7 @@ pub fn quantize_on(isa: Isa, ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Resul
 }
 
 fn quantize_with(
-    cpu: Supported,
+    cpu: impl Kernels,
     ty: GgmlType,
     src: &[f32],
     dst: &mut [u8],
@@ -251,7 +253,7 @@ fn quantize_with(
         row_bytes(ty, src.len())?,
         dst.len(),
     )?;
-    if dispatch::quantize(cpu, ty, src, dst) {
+    if cpu.quantize(ty, src, dst) {
         return Ok(());
     }
     match ty {
@@ -285,7 +287,7 @@ pub fn dot_f32_on(isa: Isa, ty: GgmlType, row: &[u8], x: &[f32]) -> Result<f32, 
     dot_f32_with(Supported::check(isa)?, ty, row, x)
 }
 
-fn dot_f32_with(cpu: Supported, ty: GgmlType, row: &[u8], x: &[f32]) -> Result<f32, QuantError> {
+fn dot_f32_with(cpu: impl Kernels, ty: GgmlType, row: &[u8], x: &[f32]) -> Result<f32, QuantError> {
     if !supports_dequantize(ty) {
         return Err(QuantError::Unsupported { ty, op: Op::DotF32 });
     }
@@ -295,7 +297,7 @@ fn dot_f32_with(cpu: Supported, ty: GgmlType, row: &[u8], x: &[f32]) -> Result<f
         row_bytes(ty, x.len())?,
         row.len(),
     )?;
-    if let Some(dot) = dispatch::dot_f32(cpu, ty, row, x) {
+    if let Some(dot) = cpu.dot_f32(ty, row, x) {
         return Ok(dot);
     }
     Ok(match ty {
@@ -345,13 +347,18 @@ pub fn vec_dot_on(isa: Isa, ty: GgmlType, row: &[u8], act: &[u8]) -> Result<f32,
     vec_dot_with(Supported::check(isa)?, ty, row, act)
 }
 
-fn vec_dot_with(cpu: Supported, ty: GgmlType, row: &[u8], act: &[u8]) -> Result<f32, QuantError> {
+fn vec_dot_with(
+    cpu: impl Kernels,
+    ty: GgmlType,
+    row: &[u8],
+    act: &[u8],
+) -> Result<f32, QuantError> {
     each_vec_dot!(ty, B => {
         type A = <B as VecDot>::VecDotType;
         let n_blocks = row.len() / ty.type_size();
         check_len(ty, "quantized row (bytes)", n_blocks * ty.type_size(), row.len())?;
         check_len(A::TYPE, "activation row (bytes)", n_blocks * A::TYPE.type_size(), act.len())?;
-        if let Some(dot) = dispatch::vec_dot(cpu, ty, row, act) {
+        if let Some(dot) = cpu.vec_dot(ty, row, act) {
             return Ok(dot);
         }
         Ok(B::vec_dot(blocks::<B>(row), blocks::<A>(act)))

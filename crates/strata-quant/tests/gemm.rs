@@ -1,23 +1,18 @@
 //! `gemm` against `vec_dot`: for every weight type with an activation kernel and every
 //! instruction-set path this CPU has, each (row, token) entry is bit-identical to `vec_dot_on`
 //! the same path, on tile-unfriendly shapes (row and token counts that are not multiples of the
-//! tile, odd block counts, output strides wider than the row count), random and edge data.
+//! tile, odd block counts, output strides wider than the row count), random and edge data. The
+//! AVX-VNNI path runs here as its EVEX twin (`strata_quant::testing::AvxVnniTwin`) on CPUs with
+//! AVX-512 VNNI but not AVX-VNNI: its gemm against its own `vec_dot`.
 
 mod common;
 
-use common::Rng;
-use strata_quant::{
-    f32_to_f16, gemm, gemm_on, quantize, vec_dot_on, vec_dot_type, GgmlType, Isa, QuantError,
-};
+use common::{Path, Rng};
+use strata_quant::testing::AvxVnniTwin;
+use strata_quant::{f32_to_f16, gemm, gemm_on, quantize, vec_dot_type, GgmlType, Isa, QuantError};
 
-fn paths() -> Vec<Isa> {
-    common::check_required_paths();
-    let (have, lack): (Vec<Isa>, Vec<Isa>) =
-        Isa::ALL.into_iter().partition(|isa| isa.is_available());
-    if !lack.is_empty() {
-        eprintln!("skipping paths this CPU lacks: {lack:?}");
-    }
-    have
+fn paths() -> Vec<Path> {
+    common::available_paths(true)
 }
 
 fn vec_dot_types() -> impl Iterator<Item = GgmlType> {
@@ -96,11 +91,11 @@ fn act_rows(rng: &mut Rng, ty: GgmlType, n_tok: usize, n: usize, kind: usize) ->
     acts
 }
 
-/// Runs `gemm_on` and checks every entry against `vec_dot_on` bit for bit, and that the
+/// Runs `path`'s gemm and checks every entry against its `vec_dot` bit for bit, and that the
 /// entries outside the output rows are untouched.
 #[allow(clippy::too_many_arguments)]
 fn check(
-    isa: Isa,
+    path: Path,
     ty: GgmlType,
     w: &[u8],
     n_rows: usize,
@@ -111,15 +106,18 @@ fn check(
 ) {
     const UNTOUCHED: f32 = 12345.5;
     let mut out = vec![UNTOUCHED; (n_tok - 1) * stride + n_rows + 3];
-    gemm_on(isa, ty, w, n_rows, acts, n_tok, &mut out, stride).unwrap();
+    path.gemm(ty, w, n_rows, acts, n_tok, &mut out, stride)
+        .unwrap();
     let (wrb, arb) = (w.len() / n_rows, acts.len() / n_tok);
     for t in 0..n_tok {
         for r in 0..n_rows {
-            let want = vec_dot_on(isa, ty, &w[r * wrb..][..wrb], &acts[t * arb..][..arb]).unwrap();
+            let want = path
+                .vec_dot(ty, &w[r * wrb..][..wrb], &acts[t * arb..][..arb])
+                .unwrap();
             let got = out[t * stride + r];
             assert!(
                 got.to_bits() == want.to_bits(),
-                "{ty} on {isa}, {what}: row {r} token {t}: gemm {got} ({:#x}), vec_dot {want} \
+                "{ty} on {path}, {what}: row {r} token {t}: gemm {got} ({:#x}), vec_dot {want} \
                  ({:#x})",
                 got.to_bits(),
                 want.to_bits()
@@ -129,7 +127,7 @@ fn check(
         for (i, v) in out[t * stride + n_rows..gap_end].iter().enumerate() {
             assert_eq!(
                 *v, UNTOUCHED,
-                "{ty} on {isa}, {what}: token {t} wrote past row {i}"
+                "{ty} on {path}, {what}: token {t} wrote past row {i}"
             );
         }
     }
@@ -158,9 +156,9 @@ fn gemm_matches_vec_dot_bit_for_bit_on_random_data() {
             let n = blocks * ty.block_size();
             let w = weight_rows(&mut rng, ty, n_rows, n, Weights::Random);
             let acts = act_rows(&mut rng, ty, n_tok, n, i);
-            for &isa in &paths {
+            for &path in &paths {
                 let what = format!("{n_rows}×{n_tok}×{blocks} blocks, stride {stride}");
-                check(isa, ty, &w, n_rows, &acts, n_tok, stride, &what);
+                check(path, ty, &w, n_rows, &acts, n_tok, stride, &what);
             }
         }
     }
@@ -181,9 +179,9 @@ fn gemm_matches_vec_dot_bit_for_bit_on_edge_values() {
                 for scale in scales {
                     let w = weight_rows(&mut rng, ty, n_rows, n, Weights::Edge { fill, scale });
                     let acts = act_rows(&mut rng, ty, n_tok, n, fill as usize);
-                    for &isa in &paths {
+                    for &path in &paths {
                         let what = format!("{blocks} blocks, bytes {fill:#x}, scales {scale}");
-                        check(isa, ty, &w, n_rows, &acts, n_tok, stride, &what);
+                        check(path, ty, &w, n_rows, &acts, n_tok, stride, &what);
                     }
                 }
             }
@@ -202,8 +200,8 @@ fn gemm_matches_vec_dot_on_model_sized_rows() {
             }
             let w = weight_rows(&mut rng, ty, 6, n, Weights::Random);
             let acts = act_rows(&mut rng, ty, 5, n, 0);
-            for &isa in &paths {
-                check(isa, ty, &w, 6, &acts, 5, 6, &format!("{n} columns"));
+            for &path in &paths {
+                check(path, ty, &w, 6, &acts, 5, 6, &format!("{n} columns"));
             }
         }
     }
@@ -239,5 +237,38 @@ fn gemm_rejects_bad_shapes_and_types() {
     for isa in Isa::ALL.into_iter().filter(|isa| !isa.is_available()) {
         let got = gemm_on(isa, ty, &w, 2, &acts, 3, &mut out, 2);
         assert_eq!(got, Err(QuantError::IsaUnavailable { isa }));
+    }
+}
+
+/// Where a CPU has both AVX-VNNI and AVX-512 VNNI, the twin's gemm gives the AVX-VNNI path's
+/// bits (prefill tiles and the decode row loop), as its `vec_dot` does (tests/simd.rs).
+#[test]
+fn avxvnni_twin_gemm_is_bit_identical_to_avxvnni() {
+    let (Some(twin), true) = (AvxVnniTwin::new(), Isa::AvxVnni.is_available()) else {
+        eprintln!("skipping: this CPU lacks avxvnni or {}", AvxVnniTwin::NAME);
+        return;
+    };
+    let (real, twin) = (Path::Isa(Isa::AvxVnni), Path::AvxVnniTwin(twin));
+    let mut rng = Rng::new(25);
+    for ty in vec_dot_types() {
+        for (i, &(n_rows, n_tok, blocks, stride)) in SHAPES.iter().enumerate() {
+            let n = blocks * ty.block_size();
+            let w = weight_rows(&mut rng, ty, n_rows, n, Weights::Random);
+            let acts = act_rows(&mut rng, ty, n_tok, n, i);
+            let len = (n_tok - 1) * stride + n_rows;
+            let (mut want, mut got) = (vec![0.0f32; len], vec![0.0f32; len]);
+            real.gemm(ty, &w, n_rows, &acts, n_tok, &mut want, stride)
+                .unwrap();
+            twin.gemm(ty, &w, n_rows, &acts, n_tok, &mut got, stride)
+                .unwrap();
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(
+                same,
+                "{ty}, {n_rows}×{n_tok}×{blocks} blocks: gemm bits differ"
+            );
+        }
     }
 }

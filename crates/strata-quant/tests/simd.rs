@@ -4,26 +4,21 @@
 //! bit-identical, and the F32/F16/BF16 `dot_f32`. Inputs: random rows, all-zero and
 //! max-magnitude quants, extreme f16 scales, rows of one block up to 14336 elements, and
 //! rows whose bytes step through every value (every grid point and sign pattern of the i-quants).
+//! The AVX-VNNI path runs here as its EVEX twin (`strata_quant::testing::AvxVnniTwin`) on CPUs
+//! with AVX-512 VNNI but not AVX-VNNI.
 
 mod common;
 
-use common::Rng;
+use common::{Path, Rng};
+use strata_quant::testing::AvxVnniTwin;
 use strata_quant::{
     dequantize, dot_f32_on, f32_to_bf16, f32_to_f16, quantize, quantize_on, vec_dot, vec_dot_on,
     vec_dot_type, GgmlType, Isa, QuantError,
 };
 
 /// The SIMD paths this CPU has; the others are reported on stderr.
-fn simd_paths() -> Vec<Isa> {
-    common::check_required_paths();
-    let (have, lack): (Vec<Isa>, Vec<Isa>) = Isa::ALL
-        .into_iter()
-        .filter(|&isa| isa != Isa::Scalar)
-        .partition(|isa| isa.is_available());
-    if !lack.is_empty() {
-        eprintln!("skipping paths this CPU lacks: {lack:?}");
-    }
-    have
+fn simd_paths() -> Vec<Path> {
+    common::available_paths(false)
 }
 
 /// Byte offsets of the f16 scale fields in a block of `ty`: (scales, minimums).
@@ -131,7 +126,7 @@ fn activations(rng: &mut Rng, n: usize, kind: usize) -> Vec<f32> {
 const ACTIVATION_KINDS: usize = 7;
 
 /// Checks every SIMD path's `vec_dot` against the scalar one for this row.
-fn check_vec_dot(paths: &[Isa], ty: GgmlType, row: &[u8], x: &[f32], what: &str) {
+fn check_vec_dot(paths: &[Path], ty: GgmlType, row: &[u8], x: &[f32], what: &str) {
     let act_ty = vec_dot_type(ty).unwrap();
     let mut act = vec![0u8; act_ty.row_bytes(x.len() as u64).unwrap() as usize];
     quantize(act_ty, x, &mut act).unwrap();
@@ -145,20 +140,20 @@ fn check_vec_dot(paths: &[Isa], ty: GgmlType, row: &[u8], x: &[f32], what: &str)
         .zip(&xq)
         .map(|((s, m), a)| (s.abs() as f64 + m.abs() as f64) * a.abs() as f64)
         .sum();
-    for &isa in paths {
-        let got = vec_dot_on(isa, ty, row, &act).unwrap();
+    for &path in paths {
+        let got = path.vec_dot(ty, row, &act).unwrap();
         if !want.is_finite() {
             // An f16 overflow (Q8_1's `s` of a huge row, a 65504 scale) or NaN: the same value.
             assert!(
                 got == want || (got.is_nan() && want.is_nan()),
-                "{ty} on {isa}, {what}: {got}, scalar {want}"
+                "{ty} on {path}, {what}: {got}, scalar {want}"
             );
             continue;
         }
         let err = (got as f64 - want as f64).abs();
         assert!(
             err <= 1e-5 * magnitude + 1e-30,
-            "{ty} on {isa}, {what}, {} elements: {got} vs scalar {want} (|Σ| {magnitude:e})",
+            "{ty} on {path}, {what}, {} elements: {got} vs scalar {want} (|Σ| {magnitude:e})",
             x.len()
         );
     }
@@ -327,12 +322,12 @@ fn activation_quantizers_are_bit_identical_on_every_path() {
             for (name, x) in quantizer_inputs(&mut rng, n) {
                 let mut want = vec![0u8; ty.row_bytes(n as u64).unwrap() as usize];
                 quantize_on(Isa::Scalar, ty, &x, &mut want).unwrap();
-                for &isa in &paths {
+                for &path in &paths {
                     let mut got = vec![0xa5u8; want.len()];
-                    quantize_on(isa, ty, &x, &mut got).unwrap();
+                    path.quantize(ty, &x, &mut got).unwrap();
                     assert!(
                         got == want,
-                        "{ty} on {isa}, {name}, {n} elements: bytes differ"
+                        "{ty} on {path}, {name}, {n} elements: bytes differ"
                     );
                 }
             }
@@ -382,11 +377,11 @@ fn float_dot_matches_scalar_on_every_path() {
             let mut deq = vec![0.0f32; n];
             dequantize(ty, &row, &mut deq).unwrap();
             let magnitude: f64 = deq.iter().zip(&x).map(|(a, b)| (a * b).abs() as f64).sum();
-            for &isa in &paths {
-                let got = dot_f32_on(isa, ty, &row, &x).unwrap();
+            for &path in &paths {
+                let got = path.dot_f32(ty, &row, &x).unwrap();
                 assert!(
                     (got as f64 - want as f64).abs() <= 1e-5 * magnitude,
-                    "{ty} on {isa}, {n} elements: {got} vs scalar {want}"
+                    "{ty} on {path}, {n} elements: {got} vs scalar {want}"
                 );
             }
         }
@@ -418,4 +413,60 @@ fn unavailable_paths_are_refused_not_run() {
         assert_eq!(err, QuantError::IsaUnavailable { isa });
     }
     assert!(Isa::Scalar.is_available());
+}
+
+/// Where a CPU has both AVX-VNNI and AVX-512 VNNI (Zen 5, Sapphire Rapids), the twin that the
+/// other tests stand in for the AVX-VNNI path with must give that path's bits: the twin's
+/// premise, checked on random and edge rows, the quantizers and the float dots.
+#[test]
+fn avxvnni_twin_is_bit_identical_to_avxvnni() {
+    let (Some(twin), true) = (AvxVnniTwin::new(), Isa::AvxVnni.is_available()) else {
+        eprintln!("skipping: this CPU lacks avxvnni or {}", AvxVnniTwin::NAME);
+        return;
+    };
+    let (real, twin) = (Path::Isa(Isa::AvxVnni), Path::AvxVnniTwin(twin));
+    let mut rng = Rng::new(18);
+    for ty in vec_dot_types() {
+        let bs = ty.block_size();
+        let act_ty = vec_dot_type(ty).unwrap();
+        let fills = [
+            Fill::Random,
+            Fill::Byte(0xff),
+            Fill::Byte(0x80),
+            Fill::Step(37),
+        ];
+        for (fill, kind) in fills
+            .into_iter()
+            .zip(0..)
+            .flat_map(|(f, k)| [(f, k), (f, k + 3)])
+        {
+            let n = 4096;
+            let row = weight_row(&mut rng, ty, n / bs, fill, Scales::Random);
+            let x = activations(&mut rng, n, kind);
+            let mut act = vec![0u8; act_ty.row_bytes(n as u64).unwrap() as usize];
+            quantize(act_ty, &x, &mut act).unwrap();
+            let want = real.vec_dot(ty, &row, &act).unwrap();
+            let got = twin.vec_dot(ty, &row, &act).unwrap();
+            let what = format!("{ty}, {fill:?}, activations {kind}");
+            assert_eq!(got.to_bits(), want.to_bits(), "{what}: {got} vs {want}");
+        }
+    }
+    for ty in [GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K] {
+        for (name, x) in quantizer_inputs(&mut rng, 4096) {
+            let mut want = vec![0u8; ty.row_bytes(4096).unwrap() as usize];
+            let mut got = vec![0xa5u8; want.len()];
+            real.quantize(ty, &x, &mut want).unwrap();
+            twin.quantize(ty, &x, &mut got).unwrap();
+            assert!(got == want, "{ty}, {name}: bytes differ");
+        }
+    }
+    for ty in [GgmlType::F32, GgmlType::F16, GgmlType::BF16] {
+        let n = 1000;
+        let mut row = vec![0u8; ty.row_bytes(n as u64).unwrap() as usize];
+        quantize(ty, &rng.normals(n, 2.0), &mut row).unwrap();
+        let x = rng.normals(n, 1.0);
+        let want = real.dot_f32(ty, &row, &x).unwrap();
+        let got = twin.dot_f32(ty, &row, &x).unwrap();
+        assert_eq!(got.to_bits(), want.to_bits(), "{ty}");
+    }
 }

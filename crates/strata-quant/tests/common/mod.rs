@@ -1,15 +1,101 @@
-//! Shared test support: a seeded random generator, the check of the paths a run requires, and
-//! the reader of the committed reference vectors (tests/data/quant_vectors.bin, written by
-//! scripts/gen_quant_vectors.py).
+//! Shared test support: a seeded random generator, the kernel paths a run tests (and the check
+//! of those it requires), and the reader of the committed reference vectors
+//! (tests/data/quant_vectors.bin, written by scripts/gen_quant_vectors.py).
 
 #![allow(dead_code)]
 
-use strata_quant::{GgmlType, Isa};
+use std::fmt;
 
-/// Environment variable naming paths (comma-separated [`Isa::name`]s) that must be available:
-/// scripts/test_aarch64.sh sets `neon`, so an emulated CPU without `dotprod` fails the SIMD
-/// tests instead of quietly skipping the path they are run for.
+use strata_quant::testing::AvxVnniTwin;
+use strata_quant::{dot_f32_on, gemm_on, quantize_on, vec_dot_on, GgmlType, Isa, QuantError};
+
+/// Environment variable naming paths (comma-separated [`Isa::name`]s, or [`AvxVnniTwin::NAME`])
+/// that must be available: scripts/test_aarch64.sh sets `neon`, so an emulated CPU without
+/// `dotprod` fails the SIMD tests instead of quietly skipping the path they are run for.
 pub const REQUIRE_ISA_ENV: &str = "STRATA_TEST_REQUIRE_ISA";
+
+/// A kernel path under test: one of [`Isa`], or the twin of the AVX-VNNI path that runs its
+/// kernels with AVX-512 VNNI's encodings ([`AvxVnniTwin`]), since the CPUs the tests run on
+/// lack AVX-VNNI itself.
+#[derive(Clone, Copy, Debug)]
+pub enum Path {
+    Isa(Isa),
+    AvxVnniTwin(AvxVnniTwin),
+}
+
+impl Path {
+    pub fn vec_dot(self, ty: GgmlType, row: &[u8], act: &[u8]) -> Result<f32, QuantError> {
+        match self {
+            Path::Isa(isa) => vec_dot_on(isa, ty, row, act),
+            Path::AvxVnniTwin(twin) => twin.vec_dot(ty, row, act),
+        }
+    }
+
+    pub fn quantize(self, ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
+        match self {
+            Path::Isa(isa) => quantize_on(isa, ty, src, dst),
+            Path::AvxVnniTwin(twin) => twin.quantize(ty, src, dst),
+        }
+    }
+
+    pub fn dot_f32(self, ty: GgmlType, row: &[u8], x: &[f32]) -> Result<f32, QuantError> {
+        match self {
+            Path::Isa(isa) => dot_f32_on(isa, ty, row, x),
+            Path::AvxVnniTwin(twin) => twin.dot_f32(ty, row, x),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm(
+        self,
+        ty: GgmlType,
+        w: &[u8],
+        n_rows: usize,
+        acts: &[u8],
+        n_tok: usize,
+        out: &mut [f32],
+        out_stride: usize,
+    ) -> Result<(), QuantError> {
+        match self {
+            Path::Isa(isa) => gemm_on(isa, ty, w, n_rows, acts, n_tok, out, out_stride),
+            Path::AvxVnniTwin(twin) => twin.gemm(ty, w, n_rows, acts, n_tok, out, out_stride),
+        }
+    }
+}
+
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Path::Isa(isa) => f.write_str(isa.name()),
+            Path::AvxVnniTwin(_) => f.write_str(AvxVnniTwin::NAME),
+        }
+    }
+}
+
+/// The paths this CPU can run (the scalar one only when `with_scalar`), the AVX-VNNI twin
+/// last; the others are named on stderr. Checks [`REQUIRE_ISA_ENV`] first.
+pub fn available_paths(with_scalar: bool) -> Vec<Path> {
+    check_required_paths();
+    let (mut have, mut lack) = (Vec::new(), Vec::new());
+    for isa in Isa::ALL {
+        if isa == Isa::Scalar && !with_scalar {
+            continue;
+        }
+        if isa.is_available() {
+            have.push(Path::Isa(isa));
+        } else {
+            lack.push(isa.name());
+        }
+    }
+    match AvxVnniTwin::new() {
+        Some(twin) => have.push(Path::AvxVnniTwin(twin)),
+        None => lack.push(AvxVnniTwin::NAME),
+    }
+    if !lack.is_empty() {
+        eprintln!("skipping paths this CPU lacks: {lack:?}");
+    }
+    have
+}
 
 /// Panics when a path named by [`REQUIRE_ISA_ENV`] is unknown or missing on this CPU.
 pub fn check_required_paths() {
@@ -17,6 +103,13 @@ pub fn check_required_paths() {
         return;
     };
     for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if name == AvxVnniTwin::NAME {
+            assert!(
+                AvxVnniTwin::new().is_some(),
+                "{REQUIRE_ISA_ENV} requires the {name} path, which this CPU lacks"
+            );
+            continue;
+        }
         let isa = Isa::from_name(name)
             .unwrap_or_else(|| panic!("{REQUIRE_ISA_ENV}: unknown path {name:?}"));
         assert!(

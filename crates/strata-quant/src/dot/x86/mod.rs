@@ -35,6 +35,10 @@ pub(crate) struct Madd;
 pub(crate) struct AvxVnni;
 /// AVX-512 VNNI on 256-bit registers (needs AVX512VL).
 pub(crate) struct Avx512Vnni;
+/// [`AvxVnni`] with the EVEX encodings of its two instructions (AVX-512 VNNI + VL), which
+/// compute the same lanes: the AVX-VNNI path's test twin (`crate::testing::AvxVnniTwin`), for
+/// CPUs that cannot run the VEX encodings. Everything else must stay as in `AvxVnni`.
+pub(crate) struct AvxVnniEvex;
 
 impl IntDot for Madd {
     #[inline(always)]
@@ -56,6 +60,18 @@ impl IntDot for AvxVnni {
     #[inline(always)]
     unsafe fn madd_i16(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
         _mm256_dpwssd_avx_epi32(acc, a, b)
+    }
+}
+
+impl IntDot for AvxVnniEvex {
+    const GATHER: bool = <AvxVnni as IntDot>::GATHER;
+    #[inline(always)]
+    unsafe fn dot_u8i8(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        _mm256_dpbusd_epi32(acc, a, b)
+    }
+    #[inline(always)]
+    unsafe fn madd_i16(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        _mm256_dpwssd_epi32(acc, a, b)
     }
 }
 
@@ -254,15 +270,43 @@ entry_points!(
     |ty, row, x| avx2::dot_f32(ty, row, x)
 );
 
-entry_points!(
+/// The AVX-VNNI path's entry points with `$int_dot` as the integer dot, compiled for
+/// `$features`: one definition for the production path and its test twin, so the twin runs the
+/// same kernels.
+macro_rules! avxvnni_entry_points {
+    ($vec_dot:ident, $vec_dot_rows:ident, $quantize:ident, $dot_f32:ident, $features:literal,
+     $int_dot:ty) => {
+        entry_points!(
+            $vec_dot,
+            $vec_dot_rows,
+            $quantize,
+            $dot_f32,
+            $features,
+            |ty, row, act| avx2::vec_dot::<$int_dot>(ty, row, act),
+            |ty, src, dst| avx2::quantize(ty, src, dst),
+            |ty, row, x| avx2::dot_f32(ty, row, x)
+        );
+    };
+}
+
+avxvnni_entry_points!(
     vec_dot_avxvnni,
     vec_dot_rows_avxvnni,
     quantize_avxvnni,
     dot_f32_avxvnni,
     "avx2,fma,f16c,avxvnni",
-    |ty, row, act| avx2::vec_dot::<AvxVnni>(ty, row, act),
-    |ty, src, dst| avx2::quantize(ty, src, dst),
-    |ty, row, x| avx2::dot_f32(ty, row, x)
+    AvxVnni
+);
+
+// The AVX-VNNI path again with AVX-512 VNNI's encodings of its two VNNI instructions, for the
+// tests only (`crate::testing::AvxVnniTwin`): no CPU the tests run on (nor QEMU) has AVX-VNNI.
+avxvnni_entry_points!(
+    vec_dot_avxvnni_evex,
+    vec_dot_rows_avxvnni_evex,
+    quantize_avxvnni_evex,
+    dot_f32_avxvnni_evex,
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    AvxVnniEvex
 );
 
 entry_points!(

@@ -11,7 +11,7 @@ mod avx512;
 mod reduce;
 
 use super::tile::Job;
-use crate::dot::x86::{AvxVnni, Madd};
+use crate::dot::x86::{AvxVnni, AvxVnniEvex, Madd};
 use strata_gguf::GgmlType;
 
 macro_rules! entry_point {
@@ -36,6 +36,14 @@ entry_point!(
     gemm_avxvnni,
     "avx2,fma,f16c,avxvnni",
     |ty, job| avx2::gemm::<AvxVnni>(ty, job)
+);
+
+// The AVX-VNNI tiles with AVX-512 VNNI's encodings, for the tests only
+// (`crate::testing::AvxVnniTwin`).
+entry_point!(
+    gemm_avxvnni_evex,
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    |ty, job| avx2::gemm::<AvxVnniEvex>(ty, job)
 );
 
 entry_point!(
