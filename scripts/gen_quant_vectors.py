@@ -8,7 +8,8 @@ Sources of truth:
     ctypes; libggml-base is built without FMA, so its reference quantizers are exact to compare): `quantize_row_{q4_K,q5_K,q6_K,q8_K,q8_1}_ref` (bit for bit),
     `dequantize_row_q8_K`, and the `ggml_vec_dot_*` kernels ggml dispatches to on this CPU
     (compared with a tolerance: they sum in another order, with FMA), each first checked against
-    the exact dot of the dequantized rows.
+    the exact dot of the dequantized rows; for BF16 weights `ggml_vec_dot_bf16` against
+    activations rounded by `ggml_cpu_fp32_to_bf16` (BF16's vec_dot type is BF16).
 The script also checks gguf-py against ggml's C dequantizers where both exist.
 
 Random blocks are random bytes whose f16/f32 scale fields are replaced by finite moderate values
@@ -24,7 +25,7 @@ File format (all integers little-endian):
       vec_dot:    a = weight row bytes,      b = activation row bytes (the type's vec_dot type),
                   c = expected f32 result
 Needs: numpy, gguf, llama-cpp-python. Recorded in the header: script, gguf, numpy and
-llama-cpp-python versions, seed, record counts.
+llama-cpp-python versions, whether ggml's BF16 dot ran AVX512-BF16, seed, record counts.
 Usage: python3 scripts/gen_quant_vectors.py   (from anywhere; overwrites the output)
 """
 
@@ -175,6 +176,13 @@ class Ggml:
         getattr(self.base, f"dequantize_row_{name}")(self._p(data), self._p(y), ctypes.c_int64(n))
         return y
 
+    def fp32_to_bf16(self, x: np.ndarray) -> np.ndarray:
+        """ggml-cpu's `from_float` of BF16 (`ggml_cpu_fp32_to_bf16`), as little-endian bytes."""
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        y = np.zeros(x.size, np.uint16)
+        self.cpu.ggml_cpu_fp32_to_bf16(self._p(x), self._p(y), ctypes.c_int64(x.size))
+        return y.view(np.uint8)
+
     def vec_dot(self, name: str, n: int, w: np.ndarray, act: np.ndarray) -> float:
         s = ctypes.c_float()
         fn = getattr(self.cpu, name)
@@ -315,6 +323,20 @@ for ty, (act_ty, suffix) in VEC_DOT.items():
 if generic_disagrees:
     print(f"note: disagree with the exact dot: {sorted(generic_disagrees)}")
 
+# BF16 weights against BF16 activations: ggml_vec_dot_bf16 (vdpbf16ps over 64 elements a step
+# where the CPU has AVX512-BF16, then a scalar tail), on lengths with and without that tail.
+for n in (256, 100):
+    for _row in range(4):
+        w = (rng.standard_normal(n) * 2.0 ** rng.uniform(-4, 4)).astype(np.float32)
+        w = gq.quantize(w, T.BF16)
+        x = (rng.standard_normal(n) * 2.0 ** rng.uniform(-4, 4)).astype(np.float32)
+        act = ggml.fp32_to_bf16(x)
+        terms = gq.dequantize(w, T.BF16).astype(np.float64) * gq.dequantize(act, T.BF16)
+        exact, tol = terms.sum(), 1e-5 * np.abs(terms).sum()
+        s = ggml.vec_dot("ggml_vec_dot_bf16", n, w, act)
+        assert abs(s - exact) <= tol, f"ggml_vec_dot_bf16: {s} vs exact {exact}"
+        add(2, 1, T.BF16, n, w.tobytes(), act.tobytes(), f32_bytes(np.array([s], np.float32)))
+
 
 # ---------------------------------------------------------------- write
 
@@ -323,6 +345,8 @@ header = {
     "gguf_version": importlib.metadata.version("gguf"),
     "numpy_version": np.__version__,
     "llama_cpp_python_version": ggml.version,
+    # Whether ggml_vec_dot_bf16 ran vdpbf16ps (a build with AVX512-BF16) for the BF16 vectors.
+    "ggml_avx512_bf16": bool(ggml.cpu.ggml_cpu_has_avx512_bf16()),
     "seed": SEED,
     "records": counts,
 }

@@ -6,7 +6,7 @@ For each model in SPECS this builds, under OUT/<name>/ (default ~/.cache/strata/
   hf/                      a Hugging Face checkpoint (transformers' Qwen3Moe / Qwen3Next / Qwen3 /
                            Qwen2 / Llama / Gemma3ForCausalLM classes, safetensors, a real
                            byte-level BPE tokenizer);
-  <name>-{F32,F16,Q8_0}.gguf       by llama.cpp's convert_hf_to_gguf.py (`--no-mtp` for qwen3next);
+  <name>-{F32,F16,BF16,Q8_0}.gguf  by llama.cpp's convert_hf_to_gguf.py (`--no-mtp` for qwen3next);
   <name>-{Q4_0,Q4_K_M,Q6_K}.gguf   quantized from the F32 file by llama.cpp (the dense models:
                                    Q4_K_M only).
 A stamp file holds this script's sha256; a model whose stamp matches is not rebuilt.
@@ -35,7 +35,7 @@ VOCAB_GGUF = pathlib.Path(os.environ.get("STRATA_LLAMA_VOCAB_DIR", os.path.expan
 N_BASE = 765
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 N_VOCAB = N_BASE + len(SPECIALS)
-CONVERTED = ["F32", "F16", "Q8_0"]
+CONVERTED = ["F32", "F16", "BF16", "Q8_0"]
 QUANTIZED = {"Q4_0": 2, "Q4_K_M": 15, "Q6_K": 18}  # llama_ftype values
 DENSE_QUANTIZED = ["Q4_K_M"]
 QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"

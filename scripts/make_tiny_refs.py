@@ -4,7 +4,7 @@
 For each model and type this writes tests/data/tiny_refs/<model>-<type>.json with, per prompt:
   - prompt_tokens (llama.cpp's tokenization);
   - logits of every prompt position: the full rows (base64 of little-endian f32, exact) for
-    F32/F16, and the top-8 ids and logits for quantized types;
+    F32/F16/BF16, and the top-8 ids and logits for quantized types;
   - greedy: 16 greedy tokens from the prompt and llama.cpp's top-8 at each step.
 Each file records the llama-cpp-python version, this script's sha256, make_tiny_models.py's
 sha256 and the model file's sha256; crates/strata-engine/tests/reference_tiny_moe.rs (MoE) and
@@ -20,9 +20,9 @@ import numpy as np
 import llama_cpp
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-TYPES = ["F32", "F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"]
-DENSE_TYPES = ["F32", "F16", "Q8_0", "Q4_K_M"]
-FULL_ROWS = {"F32", "F16"}
+TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"]
+DENSE_TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_K_M"]
+FULL_ROWS = {"F32", "F16", "BF16"}
 PROMPTS = [
     "The capital of France is",
     "def add(a, b):\n    return",

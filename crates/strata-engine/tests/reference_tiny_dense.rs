@@ -5,9 +5,10 @@
 //! window of 8, global layer 5, sandwich norms, GeGLU, scaled embeddings).
 //!
 //! Bounds as in reference_tiny_moe.rs (see `common::tiny::check`): for every prompt position
-//! max |Δlogit| ≤ 2e-3 (F32) or 1e-2 (F16) over the whole vocabulary; for Q8_0 / Q4_K_M the
-//! same top-1 wherever llama.cpp's top-2 margin > 0.5. Greedy 16-token continuations are
-//! identical for F32/F16. The prompts (27 and 6 tokens) plus continuations run past the window.
+//! max |Δlogit| ≤ 2e-3 (F32), 1e-2 (F16) or 1e-1 (BF16, whose activations are rounded to bf16,
+//! with some position within 1e-4) over the whole vocabulary; for Q8_0 / Q4_K_M the same top-1
+//! wherever llama.cpp's top-2 margin > 0.5. Greedy 16-token continuations are identical for
+//! F32/F16. The prompts (27 and 6 tokens) plus continuations run past the window.
 
 mod common;
 
@@ -21,6 +22,11 @@ fn logits_and_greedy_match_llama_cpp_qwen3_f32() {
 #[test]
 fn logits_and_greedy_match_llama_cpp_qwen3_f16() {
     check("qwen3-tiny", "F16");
+}
+
+#[test]
+fn logits_and_greedy_match_llama_cpp_qwen3_bf16() {
+    check("qwen3-tiny", "BF16");
 }
 
 #[test]
@@ -44,6 +50,11 @@ fn logits_and_greedy_match_llama_cpp_qwen2_f16() {
 }
 
 #[test]
+fn logits_and_greedy_match_llama_cpp_qwen2_bf16() {
+    check("qwen2-tiny", "BF16");
+}
+
+#[test]
 fn top1_and_greedy_match_llama_cpp_qwen2_q8_0() {
     check("qwen2-tiny", "Q8_0");
 }
@@ -64,6 +75,11 @@ fn logits_and_greedy_match_llama_cpp_llama_f16() {
 }
 
 #[test]
+fn logits_and_greedy_match_llama_cpp_llama_bf16() {
+    check("llama-tiny", "BF16");
+}
+
+#[test]
 fn top1_and_greedy_match_llama_cpp_llama_q8_0() {
     check("llama-tiny", "Q8_0");
 }
@@ -81,6 +97,11 @@ fn logits_and_greedy_match_llama_cpp_gemma3_f32() {
 #[test]
 fn logits_and_greedy_match_llama_cpp_gemma3_f16() {
     check("gemma3-tiny", "F16");
+}
+
+#[test]
+fn logits_and_greedy_match_llama_cpp_gemma3_bf16() {
+    check("gemma3-tiny", "BF16");
 }
 
 #[test]

@@ -5,10 +5,10 @@
 //! shared expert.
 //!
 //! Bounds as in reference_tiny_moe.rs (see `common::tiny::check`): for every prompt position
-//! max |Δlogit| ≤ 2e-3 (F32) or 1.5e-2 (F16, see below) over the whole vocabulary; for
-//! quantized types the same top-1 wherever llama.cpp's top-2 margin > 0.5. Greedy 16-token continuations are
-//! identical for F32/F16; for quantized types every chosen token is within 0.5 logits of
-//! llama.cpp's best. Prompts run through the chunked delta rule, continuations through the
+//! max |Δlogit| ≤ 2e-3 (F32), 1.5e-2 (F16, see below) or 1e-1 (BF16) over the whole vocabulary;
+//! for quantized types the same top-1 wherever llama.cpp's top-2 margin > 0.5. Greedy 16-token
+//! continuations are identical for F32/F16; for BF16 and quantized types every chosen token is
+//! within 0.5 logits of llama.cpp's best. Prompts run through the chunked delta rule, continuations through the
 //! recurrent one. Further: chunked prefill equals token-by-token decode, truncating a session
 //! (which resets recurrent state) then re-feeding gives the same logits, and the generation
 //! loop's prefix reuse (used by strata-server) gives the same tokens as a fresh session.
@@ -67,6 +67,11 @@ fn logits_and_greedy_match_llama_cpp_qwen3next_f32() {
 #[test]
 fn logits_and_greedy_match_llama_cpp_qwen3next_f16() {
     check_tol("qwen3next-tiny", "F16", 1.5e-2);
+}
+
+#[test]
+fn logits_and_greedy_match_llama_cpp_qwen3next_bf16() {
+    check("qwen3next-tiny", "BF16");
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Kernel throughput per instruction-set path: `vec_dot` of one weight row against a quantized
-//! activation row, activation quantization and the float `dot_f32`, for rows of 4096 and 14336
-//! elements (a 0.5B model's hidden size scale and a 7B FFN's). Run with
+//! (for BF16: bf16) activation row, activation quantization and the float `dot_f32`, for rows of
+//! 4096 and 14336 elements (a 0.5B model's hidden size scale and a 7B FFN's). Run with
 //! `cargo bench -p strata-quant --bench vec_dot`; filter with e.g. `-- Q4_K/4096`.
 //!
 //! Every path the CPU has is measured, under ids like `vec_dot/Q4_K/avx2/4096`: on an aarch64
@@ -74,6 +74,7 @@ fn bench_vec_dot(c: &mut Criterion) {
         T::IQ1_M,
         T::Q2_K,
         T::Q3_K,
+        T::BF16,
     ];
     for ty in types {
         let act_ty = vec_dot_type(ty).unwrap();

@@ -3,6 +3,10 @@
 //! Conversions to f32 are exact. F16 encoding rounds to nearest even (numpy's
 //! `astype(np.float16)`); BF16 encoding is gguf-py's / ggml's `fp32_to_bf16`: round to nearest
 //! even, NaN forced quiet.
+//!
+//! BF16 is also an activation format: ggml pairs BF16 weights with BF16 activations
+//! (`vec_dot_type` in ggml-cpu's `type_traits_cpu`), and [`dot_bf16`] is the scalar reference
+//! of that pair's `vec_dot` (ggml-cpu/vec.cpp `ggml_vec_dot_bf16`).
 
 use crate::block::{f16_to_f32, f32_to_f16};
 use crate::dot::{Lanes, LANES};
@@ -105,6 +109,32 @@ pub(crate) fn dot<C: FloatCodec<N>, const N: usize>(src: &[u8], x: &[f32]) -> f3
     acc.sum() + tail
 }
 
+/// Σ bf16(`w`) · bf16(`a`) over two BF16 rows of equal length (`w.len() == a.len()`, even), the
+/// scalar reference of ggml's `ggml_vec_dot_bf16`. Each product of two bf16 values is exact in
+/// f32 (8-bit significands; barring overflow and underflow), so only the summation order
+/// differs from ggml's (which sums in f64 in its scalar loop, in f32 lanes in its SIMD ones).
+/// Allocation-free: decodes `CHUNK` elements of each row at a time on the stack.
+pub(crate) fn dot_bf16(w: &[u8], a: &[u8]) -> f32 {
+    debug_assert_eq!(w.len(), a.len());
+    let (mut wb, mut ab) = ([0.0f32; CHUNK], [0.0f32; CHUNK]);
+    let mut acc = Lanes::default();
+    let mut tail = 0.0f32;
+    for (w, a) in w.chunks(2 * CHUNK).zip(a.chunks(2 * CHUNK)) {
+        let n = w.len() / 2;
+        let (wb, ab) = (&mut wb[..n], &mut ab[..n]);
+        decode::<BF16, 2>(w, wb);
+        decode::<BF16, 2>(a, ab);
+        let split = n / LANES * LANES;
+        acc.add_dot(&wb[..split], &ab[..split]);
+        tail += wb[split..]
+            .iter()
+            .zip(&ab[split..])
+            .map(|(w, a)| w * a)
+            .sum::<f32>();
+    }
+    acc.sum() + tail
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,5 +148,20 @@ mod tests {
         assert_eq!(f32_to_bf16(f32::from_bits(0x7f80_0001)), 0x7fc0);
         assert_eq!(f32_to_bf16(f32::INFINITY), 0x7f80);
         assert_eq!(f32_to_bf16(f32::MAX), 0x7f80);
+    }
+
+    #[test]
+    fn bf16_dot_is_exact_on_small_integers() {
+        // Every product and partial sum is an integer below 2^24: exact in any order.
+        let (w, a): (Vec<f32>, Vec<f32>) = (0..1000)
+            .map(|i| ((i % 17) as f32 - 8.0, (i % 13) as f32 - 6.0))
+            .unzip();
+        let bytes = |v: &[f32]| -> Vec<u8> {
+            v.iter()
+                .flat_map(|x| f32_to_bf16(*x).to_le_bytes())
+                .collect()
+        };
+        let want: f32 = w.iter().zip(&a).map(|(w, a)| w * a).sum();
+        assert_eq!(dot_bf16(&bytes(&w), &bytes(&a)), want);
     }
 }

@@ -144,8 +144,21 @@ pub fn supports_quantize(ty: GgmlType) -> bool {
 
 /// The activation format ggml pairs with weight type `ty` for [`vec_dot`] (`vec_dot_type` in
 /// ggml's `type_traits_cpu`): Q8_0 for Q4_0, Q5_0, Q8_0 and IQ4_NL; Q8_1 for Q4_1 and Q5_1; Q8_K
-/// for the k- and i-quants. `None` for types without an activation kernel here.
+/// for the k- and i-quants; BF16 for BF16 (activations rounded to bf16 by [`quantize`], as
+/// ggml-cpu's `ggml_cpu_fp32_to_bf16` does). `None` for types without an activation kernel here,
+/// F32 and F16 among them (their weights take [`dot_f32`]).
+///
+/// ```
+/// use strata_quant::{vec_dot_type, GgmlType};
+///
+/// assert_eq!(vec_dot_type(GgmlType::Q4_K), Some(GgmlType::Q8_K));
+/// assert_eq!(vec_dot_type(GgmlType::BF16), Some(GgmlType::BF16));
+/// assert_eq!(vec_dot_type(GgmlType::F16), None);
+/// ```
 pub fn vec_dot_type(ty: GgmlType) -> Option<GgmlType> {
+    if ty == GgmlType::BF16 {
+        return Some(GgmlType::BF16);
+    }
     each_vec_dot!(ty, B => Some(<B as VecDot>::VecDotType::TYPE), _ => None)
 }
 
@@ -331,6 +344,11 @@ fn dot_f32_with(cpu: impl Kernels, ty: GgmlType, row: &[u8], x: &[f32]) -> Resul
 /// `act` must come from [`quantize`] (any path): the SIMD kernels rely on its quants lying in
 /// -127..=127 and on Q8_K's block sums matching its quants.
 ///
+/// BF16 weights take a BF16 activation row of the same length (ggml's `ggml_vec_dot_bf16`).
+/// On CPUs with AVX512-BF16 the [`Isa::Avx512`] path computes it with `vdpbf16ps`, which
+/// treats subnormal inputs and results as zero and rounds each of its two adds per lane; the
+/// other paths sum the exact f32 products. Either way the result is ggml's up to f32 rounding.
+///
 /// # Errors
 /// [`QuantError::Unsupported`] when `vec_dot_type(ty)` is `None`,
 /// [`QuantError::LengthMismatch`] for inconsistent lengths.
@@ -353,6 +371,14 @@ fn vec_dot_with(
     row: &[u8],
     act: &[u8],
 ) -> Result<f32, QuantError> {
+    if ty == GgmlType::BF16 {
+        check_len(ty, "quantized row (bytes)", row.len() / 2 * 2, row.len())?;
+        check_len(ty, "activation row (bytes)", row.len(), act.len())?;
+        if let Some(dot) = cpu.vec_dot(ty, row, act) {
+            return Ok(dot);
+        }
+        return Ok(float::dot_bf16(row, act));
+    }
     each_vec_dot!(ty, B => {
         type A = <B as VecDot>::VecDotType;
         let n_blocks = row.len() / ty.type_size();
@@ -394,5 +420,6 @@ mod tests {
         assert_eq!(vec_dot_type(GgmlType::IQ1_M), Some(GgmlType::Q8_K));
         assert_eq!(vec_dot_type(GgmlType::Q8_K), None);
         assert_eq!(vec_dot_type(GgmlType::F16), None);
+        assert_eq!(vec_dot_type(GgmlType::BF16), Some(GgmlType::BF16));
     }
 }

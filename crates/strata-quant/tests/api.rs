@@ -53,7 +53,8 @@ fn row_functions_do_not_allocate() {
     let x = Rng::new(1).normals(n, 1.0);
     let mut out = vec![0.0f32; n];
     let mut bytes = vec![0u8; row_len(GgmlType::F32, n)];
-    let mut act = vec![0u8; row_len(GgmlType::Q8_K, n)];
+    // The widest activation row: BF16's (Q8_K's is the widest quantized one).
+    let mut act = vec![0u8; row_len(GgmlType::BF16, n)];
     for ty in strata_gguf::ALL_TYPES
         .into_iter()
         .filter(|&t| supports_dequantize(t))

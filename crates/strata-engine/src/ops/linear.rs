@@ -2,10 +2,12 @@
 //! memory-mapped file.
 //!
 //! As in ggml's CPU backend (`ggml_compute_forward_mul_mat`), activations are quantized once
-//! to the weight type's `vec_dot_type` (Q8_0, Q8_1 or Q8_K) and every output is an integer
-//! block dot product; plain float weights (F32/F16/BF16) take an f32 dot, F16 after rounding
-//! the activations to f16 (F16's `vec_dot_type` in ggml is F16). Quantized copies
-//! live in [`Activations`], so the q/k/v (or gate/up) projections of one input share them.
+//! to the weight type's `vec_dot_type` (Q8_0, Q8_1 or Q8_K, and BF16 for BF16 weights) and every
+//! output is that pair's `vec_dot`: an integer block dot product, or for BF16 a dot of bf16
+//! values (`vdpbf16ps` where the CPU has AVX512-BF16, as ggml). F32 and F16 weights take an f32
+//! dot, F16 after rounding the activations to f16 (F16's `vec_dot_type` in ggml is F16).
+//! Quantized copies live in [`Activations`], so the q/k/v (or gate/up) projections of one input
+//! share them.
 //!
 //! Work is split over the current [`crate::pool`]: one token (decode) splits the weight rows
 //! across workers; a batch (prefill) is cut into tiles of weight rows × tokens, each computed
@@ -134,16 +136,16 @@ impl Activations {
 /// An input batch as a matmul by some weight type reads it (see [`Activations::rows_for`]).
 #[derive(Clone, Copy, Debug)]
 pub enum ActRows<'a> {
-    /// `[T][row_bytes]` in the weight type's `vec_dot_type`.
+    /// `[T][row_bytes]` in the weight type's `vec_dot_type` (bf16 values for BF16 weights).
     Quantized(&'a [u8]),
-    /// `[T][cols]` f32, rounded to f16 for F16 weights.
+    /// `[T][cols]` f32 (F32 weights), rounded to f16 for F16 weights.
     Float(&'a [f32]),
 }
 
 impl Activations {
     /// The batch as [`matmul`] by a `w_ty` weight reads it: quantized to `w_ty`'s
-    /// `vec_dot_type` (on the current pool, at most once per write), else f32 (f16-rounded
-    /// for F16). For ops that run their own tiles, e.g. routed experts.
+    /// `vec_dot_type` (on the current pool, at most once per write; BF16 for BF16), else f32
+    /// (f16-rounded for F16). For ops that run their own tiles, e.g. routed experts.
     ///
     /// Errors: `cols` is not a whole number of the activation type's blocks.
     pub fn rows_for(&mut self, w_ty: GgmlType) -> Result<ActRows<'_>, EngineError> {
@@ -309,6 +311,8 @@ mod tests {
         let want = naive(&wf, &xf, rows, cols);
         for (ty, tol) in [
             (GgmlType::F32, 1e-4),
+            // Weights and activations each rounded to 8 significant bits.
+            (GgmlType::BF16, 0.05),
             (GgmlType::Q8_0, 0.05),
             (GgmlType::Q4_K, 0.5),
         ] {
@@ -337,6 +341,30 @@ mod tests {
             x.write().iter_mut().for_each(|v| *v = 0.0);
             matmul(&w, None, &mut x, &mut y).unwrap();
             assert!(y.iter().all(|v| *v == 0.0), "{ty}");
+        }
+    }
+
+    /// ggml's `vec_dot_type` of BF16 is BF16: the activations are rounded to bf16 before the
+    /// dot, for one token (decode) and a batch (prefill) alike.
+    #[test]
+    fn bf16_weights_see_bf16_rounded_activations() {
+        let (rows, cols, t_n) = (3, 64, 5);
+        let one = strata_quant::f32_to_bf16(1.0).to_le_bytes();
+        let bytes: Vec<u8> = (0..rows * cols).flat_map(|_| one).collect();
+        let w = Matrix {
+            ty: GgmlType::BF16,
+            rows,
+            cols,
+            data: &bytes,
+        };
+        // 1 + 3·2^-10 is closer to 1 than to the next bf16 (1 + 2^-7).
+        for t in [1, t_n] {
+            let mut x = Activations::default();
+            x.resize(t, cols);
+            x.write().fill(1.0 + 3.0 / 1024.0);
+            let mut y = vec![0.0; t * rows];
+            matmul(&w, None, &mut x, &mut y).unwrap();
+            assert!(y.iter().all(|v| *v == cols as f32), "{t} tokens: {y:?}");
         }
     }
 

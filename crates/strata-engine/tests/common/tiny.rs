@@ -12,6 +12,10 @@ use super::{repo_root, sha256_file};
 
 pub const NEAR_TIE: f32 = 0.5;
 
+/// A prompt position whose whole logit row is within this of llama.cpp's agrees to f32
+/// rounding (see [`check`]'s BF16 bounds).
+pub const BF16_EXACT: f32 = 1e-4;
+
 #[derive(Deserialize)]
 struct Top {
     ids: Vec<u32>,
@@ -78,14 +82,28 @@ pub fn decode_b64_f32(s: &str) -> Vec<f32> {
 }
 
 /// Checks `<model_name>-<ty>` against `tests/data/tiny_refs/<model_name>-<ty>.json`: full-row
-/// max |Δlogit| ≤ 2e-3 (F32) / 1e-2 (F16); same top-1 wherever llama.cpp's top-2 margin >
-/// [`NEAR_TIE`]; greedy continuations identical (F32/F16) or within [`NEAR_TIE`] of llama.cpp's
-/// best up to its first near-tie (quantized types).
+/// max |Δlogit| ≤ 2e-3 (F32) / 1e-2 (F16) / 1e-1 (BF16); same top-1 wherever llama.cpp's top-2
+/// margin > [`NEAR_TIE`]; greedy continuations identical (F32/F16) or within [`NEAR_TIE`] of
+/// llama.cpp's best up to its first near-tie (BF16 and quantized types).
+///
+/// BF16: every matmul rounds its input to bf16 (ggml's `vec_dot_type` of BF16), so a last-bit
+/// f32 difference upstream that crosses a rounding boundary moves that input by a bf16 step
+/// (2^-8 relative, 8× F16's); positions where no input crosses one agree to f32 rounding
+/// (≤ 2e-6 measured), the others by up to 6.7e-2 on the six tiny models. That is llama.cpp's
+/// own noise: its batched logits against its token-by-token ones differ by up to 6.4e-2
+/// (llama-cpp-python 0.3.36, f32 KV, 2 threads). Hence 1e-1, and, since that alone does not
+/// separate bf16 from f32 activations (which stay 2e-2 to 6 away from llama.cpp at every
+/// position), at least one prompt position of the file must agree within [`BF16_EXACT`].
 pub fn check(model_name: &str, ty: &str) {
-    check_tol(model_name, ty, if ty == "F32" { 2e-3 } else { 1e-2 });
+    let tol = match ty {
+        "F32" => 2e-3,
+        "BF16" => 1e-1,
+        _ => 1e-2,
+    };
+    check_tol(model_name, ty, tol);
 }
 
-/// [`check`] with `tol` as the full-row max |Δlogit| bound (F32/F16 files only).
+/// [`check`] with `tol` as the full-row max |Δlogit| bound (F32/F16/BF16 files only).
 pub fn check_tol(model_name: &str, ty: &str, tol: f32) {
     let refs = repo_root().join(format!("tests/data/tiny_refs/{model_name}-{ty}.json"));
     let r: TinyRef = serde_json::from_str(&std::fs::read_to_string(&refs).unwrap()).unwrap();
@@ -114,6 +132,7 @@ pub fn check_tol(model_name: &str, ty: &str, tol: f32) {
     let model = Model::load(&path).unwrap();
     let n_vocab = model.config().n_vocab;
     let full = matches!(ty, "F32" | "F16");
+    let mut exact_positions = 0;
     for case in &r.cases {
         assert_eq!(
             model.tokenizer().encode(&case.prompt, true, false),
@@ -155,6 +174,11 @@ pub fn check_tol(model_name: &str, ty: &str, tol: f32) {
                     i % n_vocab
                 );
             }
+            exact_positions += logits
+                .chunks_exact(n_vocab)
+                .zip(want.chunks_exact(n_vocab))
+                .filter(|(a, b)| a.iter().zip(*b).all(|(a, b)| (a - b).abs() <= BF16_EXACT))
+                .count();
         }
         // Greedy continuation from the prompt.
         let mut row = logits[logits.len() - n_vocab..].to_vec();
@@ -197,5 +221,13 @@ pub fn check_tol(model_name: &str, ty: &str, tol: f32) {
                 "diverged at {agreed} before the first near-tie"
             );
         }
+    }
+    if ty == "BF16" {
+        eprintln!("{model_name} {ty}: {exact_positions} positions within {BF16_EXACT:e}");
+        assert!(
+            exact_positions > 0,
+            "{model_name} {ty}: no prompt position within {BF16_EXACT:e} of llama.cpp: are the \
+             activations of BF16 weights still rounded to bf16 (ggml's vec_dot_type)?"
+        );
     }
 }

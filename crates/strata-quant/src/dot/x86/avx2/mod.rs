@@ -23,7 +23,7 @@ pub(super) fn blocks<B: Block>(bytes: &[u8]) -> &[B] {
     cast_blocks(bytes).expect("row length checked against the block size")
 }
 
-/// `vec_dot` for the types with an AVX2 kernel.
+/// `vec_dot` for the types with an AVX2 kernel (BF16's widens both rows to f32 and FMAs).
 ///
 /// # Safety
 /// AVX2, FMA, F16C and `M`'s instructions are available; lengths as in `entry_points!`.
@@ -50,6 +50,7 @@ pub(super) unsafe fn vec_dot<M: IntDot>(ty: GgmlType, row: &[u8], act: &[u8]) ->
         T::IQ1_M => iq1::iq1_m::<M>(blocks(row), blocks(act)),
         T::Q2_K => k_low::q2_k::<M>(blocks(row), blocks(act)),
         T::Q3_K => k_low::q3_k::<M>(blocks(row), blocks(act)),
+        T::BF16 => float::bf16_bf16(row, act),
         _ => return None,
     })
 }

@@ -1,6 +1,9 @@
 //! AVX-512 kernels (512-bit registers, VNNI): the formats where doubling the register width pays.
 //! Types without a kernel here fall back to the 256-bit AVX2 code compiled with AVX-512 VNNI.
+//! BF16 × BF16 has a kernel here only where the CPU also has AVX512-BF16 (probed per call, not
+//! a path of its own): `vdpbf16ps`, as ggml uses; elsewhere it takes the AVX2 widening kernel.
 
+mod bf16;
 mod float;
 mod k_low;
 pub(crate) mod k_quants;
@@ -30,6 +33,8 @@ pub(super) unsafe fn vec_dot(ty: GgmlType, row: &[u8], act: &[u8]) -> Option<f32
         T::IQ4_XS => k_quants::iq4_xs(blocks(row), blocks(act)),
         T::Q2_K => k_low::q2_k(blocks(row), blocks(act)),
         T::Q3_K => k_low::q3_k(blocks(row), blocks(act)),
+        // SAFETY: AVX-512 F and BW are available (above) and AVX512-BF16 was just probed.
+        T::BF16 if bf16::available() => unsafe { bf16::vec_dot(row, act) },
         _ => return None,
     })
 }
