@@ -87,7 +87,8 @@ impl GgufFile {
             // Only a hint: kernels without THP for files refuse it and nothing changes.
             let _ = map.advise(Advice::HugePage);
             match map.advise(Advice::PopulateRead) {
-                Err(e) if e.raw_os_error() == Some(EINVAL) => {}
+                // EINVAL: a kernel older than 5.14 does not know the advice.
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {}
                 other => return other.map_err(|e| GgufError::io(path, e)),
             }
         }
@@ -183,7 +184,3 @@ impl std::fmt::Debug for GgufFile {
             .finish()
     }
 }
-
-/// Linux's `EINVAL`, which `madvise` returns for an advice the kernel does not know.
-#[cfg(target_os = "linux")]
-const EINVAL: i32 = 22;

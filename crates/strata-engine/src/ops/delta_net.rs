@@ -21,10 +21,9 @@
 //! worker count.
 
 use std::cell::RefCell;
-use std::sync::Mutex;
 
 use super::{axpy, dot, par_chunks};
-use crate::pool;
+use crate::pool::{self, Blocks};
 
 /// Tokens per block of [`delta_rule_chunked`] (llama.cpp's chunk size for scalar gates).
 pub const CHUNK: usize = 64;
@@ -138,8 +137,8 @@ fn recurrent_head(
 /// `state_h` the head's `[d_v][d_k]` state and `out_h` its `[T][d_v]` outputs, which end up in
 /// `out` (`[T][n_v_heads][d_v]`).
 ///
-/// Tasks take the next group of heads from a shared iterator, so which worker runs a head
-/// varies, but what is computed for it does not. Group size depends only on the shape.
+/// Task `g` runs the `g`-th group of heads; group size depends only on the shape, and what is
+/// computed for a head does not depend on the worker that runs it.
 fn for_each_head(
     s: &DeltaShape,
     x: DeltaInputs<'_>,
@@ -154,20 +153,23 @@ fn for_each_head(
     }
     let per_task = MIN_TASK_WORK.div_ceil(dv * dk * t_n).min(nv);
     let mut run = |by_head: &mut [f32]| {
-        let groups = state
-            .chunks_mut(per_task * dv * dk)
-            .zip(by_head.chunks_mut(per_task * t_n * dv))
-            .enumerate();
-        let groups = Mutex::new(groups);
+        let (states, outs) = (Blocks::new(state), Blocks::new(by_head));
         pool::with_current(|p| {
-            p.run(nv.div_ceil(per_task), |_| {
-                let next = groups.lock().unwrap_or_else(|e| e.into_inner()).next();
-                let Some((g, (st, o))) = next else { return };
-                let heads = st
+            p.run(nv.div_ceil(per_task), |g| {
+                let heads = g * per_task..((g + 1) * per_task).min(nv);
+                // SAFETY: the pool runs each task index once, and the head groups of distinct
+                // indices are disjoint.
+                let (st, o) = unsafe {
+                    (
+                        states.get(heads.start * dv * dk..heads.end * dv * dk),
+                        outs.get(heads.start * t_n * dv..heads.end * t_n * dv),
+                    )
+                };
+                let per_head = st
                     .chunks_exact_mut(dv * dk)
                     .zip(o.chunks_exact_mut(t_n * dv));
-                for (i, (st_h, o_h)) in heads.enumerate() {
-                    f(g * per_task + i, st_h, o_h);
+                for (h, (st_h, o_h)) in heads.zip(per_head) {
+                    f(h, st_h, o_h);
                 }
             })
         });
@@ -197,8 +199,6 @@ struct ChunkScratch {
     u: Vec<f32>,
     /// `S0ᵀ x` for each row x of the chunk: `[C][d_v]`.
     sx: Vec<f32>,
-    /// The chunk's keys, gathered: `[C][d_k]`.
-    k: Vec<f32>,
 }
 
 /// Same result as [`delta_rule_recurrent`], computed in blocks of [`CHUNK`] tokens.
@@ -243,20 +243,17 @@ fn chunk(
     let (t0, c_n) = (toks.start, toks.len());
     let row = |i: usize| x.rows(s, t0 + i, h);
     sc.cum.clear();
-    sc.k.clear();
     let mut acc = 0.0f32;
     for i in 0..c_n {
-        let r = row(i);
-        acc += r.g;
+        acc += row(i).g;
         sc.cum.push(acc);
-        sc.k.extend_from_slice(r.k);
     }
-    let (g, keys) = (&sc.cum, &sc.k);
-    let key = |i: usize| &keys[i * dk..(i + 1) * dk];
+    let g = &sc.cum;
+    let key = |i: usize| row(i).k;
     // Written values u, by forward substitution.
     sc.u.resize(c_n * dv, 0.0);
     sc.sx.resize(c_n * dv, 0.0);
-    s0_times(st, dk, keys.chunks_exact(dk), &mut sc.sx);
+    s0_times(st, dk, (0..c_n).map(key), &mut sc.sx);
     for t in 0..c_n {
         let rt = row(t);
         let (done, rest) = sc.u.split_at_mut(t * dv);
@@ -292,7 +289,7 @@ fn chunk(
     let gamma = last.exp();
     for (j, st_row) in st.chunks_exact_mut(dk).enumerate() {
         st_row.iter_mut().for_each(|v| *v *= gamma);
-        for ((sidx, gs), k) in g.iter().enumerate().zip(keys.chunks_exact(dk)) {
+        for ((sidx, gs), k) in g.iter().enumerate().zip((0..c_n).map(key)) {
             axpy((last - gs).exp() * sc.u[sidx * dv + j], k, st_row);
         }
     }

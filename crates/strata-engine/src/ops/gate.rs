@@ -24,9 +24,9 @@ pub fn softplus(x: f32) -> f32 {
     }
 }
 
-/// SiLU of every element in place.
+/// SiLU of every element in place, in chunks on the current pool.
 pub fn silu_in_place(x: &mut [f32]) {
-    x.iter_mut().for_each(|v| *v = silu(*v));
+    super::par_chunks(x, 1, |_, x| x.iter_mut().for_each(|v| *v = silu(*v)));
 }
 
 #[cfg(test)]

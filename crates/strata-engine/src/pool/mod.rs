@@ -21,6 +21,7 @@
 //! assert_eq!(sum.into_inner(), 4950);
 //! ```
 
+mod blocks;
 mod pin;
 mod plan;
 mod signal;
@@ -33,6 +34,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+pub use blocks::Blocks;
 pub use pin::{allowed_cpus, pin_current_thread};
 pub use plan::{plan, PoolPlan};
 pub use tiles::{Tile, Tiles};

@@ -44,7 +44,7 @@ pub(super) fn mixer(
     matmul(&m.wba, None, &mut ws.xb, &mut h.ba)?;
 
     causal_conv1d(&h.qkv, &m.conv, &mut st.conv, &mut h.conv);
-    par_chunks(&mut h.conv, 1, |_, x| silu_in_place(x));
+    silu_in_place(&mut h.conv);
     h.q.clear();
     h.k.clear();
     h.v.clear();

@@ -16,8 +16,10 @@ use crate::kv_cache::KvRows;
 /// Tasks with fewer queries than this score keys one dot product at a time instead of
 /// through a transposed key tile.
 const BY_ROWS_BELOW: usize = 8;
-/// Query heads of one token scored and folded together over a transposed key tile.
+/// Query heads of one token scored and folded together over a transposed key tile (AVX-512).
 const HEAD_BLOCK: usize = 4;
+/// The same on AVX2, whose 16 registers hold the accumulators of two heads.
+const HEAD_BLOCK_AVX2: usize = 2;
 
 /// The inputs of one (KV head, query block, key range) task.
 pub(super) struct Job<'a> {
@@ -252,9 +254,9 @@ impl Scratch {
 }
 
 /// Scores and folds the heads of one token (queries `heads`, visible tile
-/// columns `js`) in blocks of [`HEAD_BLOCK`] (AVX-512) or 2 (AVX2, whose 16 registers hold
-/// the accumulators of two): each key and value row is loaded once per block. Same
-/// operations per query as `score_columns` + [`Online::fold`], so same bits.
+/// columns `js`) in blocks of [`HEAD_BLOCK`] (AVX-512) or [`HEAD_BLOCK_AVX2`]: each key and
+/// value row is loaded once per block. Same operations per query as `score_columns` +
+/// [`Online::fold`], so same bits.
 /// `isa`: AVX-512F or AVX2, present on this CPU.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
@@ -273,7 +275,11 @@ fn fold_heads(
     v_stride: usize,
 ) {
     use super::x86::{avx2, avx512};
-    let block = if isa == Isa::Avx512 { HEAD_BLOCK } else { 2 };
+    let block = if isa == Isa::Avx512 {
+        HEAD_BLOCK
+    } else {
+        HEAD_BLOCK_AVX2
+    };
     let mut qi = heads.start;
     while qi < heads.end {
         let n = (heads.end - qi).min(block);

@@ -84,7 +84,7 @@ impl Online {
             match isa {
                 Isa::Avx512 => avx512::accumulate_block::<N>(o, hd, e, v, v_stride),
                 Isa::Avx2 => avx2::accumulate_block::<N>(o, hd, e, v, v_stride),
-                Isa::Scalar => 0,
+                Isa::Scalar => unreachable!("fold_block runs on a SIMD path"),
             }
         };
         for (i, e) in e.iter().enumerate() {

@@ -198,3 +198,77 @@ fn l2_norm_gives_unit_heads() {
     assert_eq!(&x[2..4], &[0.0, 0.0]);
     assert!((x[4] - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-6);
 }
+
+/// Heads grouped several to a task (32 × 32 heads: 4 per task for one token, 2 for three)
+/// give each head the bits it gets when run alone as a one-head call, so a head is never
+/// paired with another head's state, inputs or output rows.
+#[test]
+fn grouped_heads_match_each_head_run_alone() {
+    let shape = DeltaShape {
+        n_v_heads: 6,
+        n_k_heads: 2,
+        d_k: 32,
+        d_v: 32,
+    };
+    let (nv, nk, dk, dv) = (6, 2, 32, 32);
+    let pool = Pool::new(PoolOptions {
+        workers: 2,
+        ..PoolOptions::default()
+    });
+    for t_n in [1, 3] {
+        let c = case_of(shape, t_n, 90 + t_n as u64);
+        for chunked in [false, true] {
+            let call = |s: &DeltaShape, x: DeltaInputs<'_>, st: &mut [f32], out: &mut [f32]| {
+                pool.install(|| {
+                    if chunked {
+                        delta_rule_chunked(s, x, st, out)
+                    } else {
+                        delta_rule_recurrent(s, x, st, out)
+                    }
+                })
+            };
+            let mut state = c.state.clone();
+            let mut out = vec![0.0; t_n * nv * dv];
+            call(&shape, c.inputs(), &mut state, &mut out);
+            let one = DeltaShape {
+                n_v_heads: 1,
+                n_k_heads: 1,
+                d_k: dk,
+                d_v: dv,
+            };
+            for h in 0..nv {
+                let kh = h / (nv / nk);
+                let per_tok = |v: &[f32], heads: usize, i: usize, w: usize| -> Vec<f32> {
+                    (0..t_n)
+                        .flat_map(|t| v[(t * heads + i) * w..][..w].to_vec())
+                        .collect()
+                };
+                let (q, k) = (per_tok(&c.q, nk, kh, dk), per_tok(&c.k, nk, kh, dk));
+                let v = per_tok(&c.v, nv, h, dv);
+                let (g, b) = (per_tok(&c.g, nv, h, 1), per_tok(&c.b, nv, h, 1));
+                let x = DeltaInputs {
+                    q: &q,
+                    k: &k,
+                    v: &v,
+                    log_decay: &g,
+                    beta: &b,
+                };
+                let mut st = c.state[h * dv * dk..(h + 1) * dv * dk].to_vec();
+                let mut o = vec![0.0; t_n * dv];
+                call(&one, x, &mut st, &mut o);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                let form = if chunked { "chunked" } else { "recurrent" };
+                assert_eq!(
+                    bits(&st),
+                    bits(&state[h * dv * dk..(h + 1) * dv * dk]),
+                    "{form} T={t_n} head {h}: state"
+                );
+                assert_eq!(
+                    bits(&o),
+                    bits(&per_tok(&out, nv, h, dv)),
+                    "{form} T={t_n} head {h}: outputs"
+                );
+            }
+        }
+    }
+}

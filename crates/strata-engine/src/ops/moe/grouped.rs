@@ -10,13 +10,12 @@
 //!
 //! [`matmul`]: crate::ops::linear::matmul
 
-use std::marker::PhantomData;
 use std::ops::Range;
 
 use crate::error::EngineError;
 use crate::ops::linear::{ActRows, Matrix};
 use crate::ops::moe::ExpertTensor;
-use crate::pool;
+use crate::pool::{self, Blocks};
 
 /// Weight bytes per task: with its tokens' activations a tile stays in a 1 MiB L2
 /// (as `ops/linear.rs`).
@@ -39,42 +38,6 @@ pub(super) struct Task {
 impl Task {
     fn block(&self) -> Range<usize> {
         self.at..self.at + self.rows.len() * self.toks.len()
-    }
-}
-
-/// The scratch tiles while a pool run fills them: task `i` writes only its own
-/// [`Task::block`], and the blocks of distinct tasks are disjoint (each starts where the
-/// previous one ends), so no two tasks ever reach the same element.
-struct TaskBlocks<'a> {
-    ptr: *mut f32,
-    len: usize,
-    _tiles: PhantomData<&'a mut [f32]>,
-}
-
-// SAFETY: a TaskBlocks is a `&mut [f32]` whose disjoint blocks go to different tasks, which is
-// like sending each task its own `&mut` block.
-unsafe impl Sync for TaskBlocks<'_> {}
-
-impl<'a> TaskBlocks<'a> {
-    fn new(tiles: &'a mut [f32]) -> Self {
-        TaskBlocks {
-            ptr: tiles.as_mut_ptr(),
-            len: tiles.len(),
-            _tiles: PhantomData,
-        }
-    }
-
-    /// The block of `t`.
-    ///
-    /// # Safety
-    /// While the returned slice lives, no other call may pass the same task.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn block(&self, t: &Task) -> &mut [f32] {
-        let r = t.block();
-        assert!(r.end <= self.len, "task block outside the scratch tiles");
-        // SAFETY: in bounds (checked); the caller hands each task to one thread, and blocks
-        // of distinct tasks do not overlap.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(r.start), r.len()) }
     }
 }
 
@@ -141,13 +104,14 @@ pub(super) fn grouped_matmul(
     }
     s.tiles.resize(size, 0.0);
     let tasks = &s.tasks;
-    let blocks = TaskBlocks::new(&mut s.tiles);
+    let blocks = Blocks::new(&mut s.tiles);
     pool::with_current(|p| {
         p.try_run(tasks.len(), |i| {
             let t = &tasks[i];
             let (w, acts) = &inputs[t.input];
-            // SAFETY: the pool runs each task index once.
-            let block = unsafe { blocks.block(t) };
+            // SAFETY: the pool runs each task index once, and task blocks are consecutive
+            // (each starts where the previous one ends), so they never overlap.
+            let block = unsafe { blocks.get(t.block()) };
             task(&w.expert(t.expert), *acts, n_pos, t, block)
         })
     })?;
