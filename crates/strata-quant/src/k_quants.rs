@@ -15,6 +15,26 @@ pub const QK_K: usize = 256;
 /// Bytes of the packed 6-bit scales and mins of Q4_K and Q5_K (`K_SCALE_SIZE`).
 pub const K_SCALE_SIZE: usize = 12;
 
+/// The 8 six-bit scales and 8 mins of a Q4_K/Q5_K block's packed bytes (ggml's
+/// `get_scale_min_k4`, four at a time) as `(scales, mins)`, value `g` in byte `g` of each word:
+/// values 0..4 are the low 6 bits of bytes 0..4 (scales) and 4..8 (mins); values 4..8 take
+/// their low 4 bits from the nibbles of bytes 8..12 and their top 2 from bits 6..8 above.
+/// For the SIMD kernels, which multiply by the scales as bytes.
+#[inline(always)]
+pub(crate) fn scales_mins_k4(packed: &[u8; K_SCALE_SIZE]) -> (u64, u64) {
+    let word = |i: usize| u32::from_le_bytes(packed[4 * i..4 * i + 4].try_into().unwrap());
+    let (a, b, c) = (word(0), word(1), word(2));
+    const LOW6: u32 = 0x3f3f_3f3f;
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const TOP2: u32 = 0x0303_0303;
+    let scales_hi = (c & LOW4) | (((a >> 6) & TOP2) << 4);
+    let mins_hi = ((c >> 4) & LOW4) | (((b >> 6) & TOP2) << 4);
+    (
+        (a & LOW6) as u64 | (scales_hi as u64) << 32,
+        (b & LOW6) as u64 | (mins_hi as u64) << 32,
+    )
+}
+
 /// Q2_K: 16 sub-blocks of 16; value `d * (sc & 15) * q - dmin * (sc >> 4)`, `q` 2-bit;
 /// 84 bytes (`block_q2_K`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

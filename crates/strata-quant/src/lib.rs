@@ -194,7 +194,7 @@ fn check_len(
 }
 
 /// Views a length-checked byte row as blocks (the length check makes the cast infallible).
-fn blocks<B: Block>(bytes: &[u8]) -> &[B] {
+pub(crate) fn blocks<B: Block>(bytes: &[u8]) -> &[B] {
     cast_blocks(bytes).expect("row length checked against the block size")
 }
 

@@ -146,15 +146,3 @@ impl crate::dispatch::Kernels for AvxVnniTwin {
         false
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::AvxVnniTwin;
-    use crate::Isa;
-
-    #[test]
-    fn twin_exists_exactly_where_its_features_do() {
-        let want = cfg!(target_arch = "x86_64") && Isa::Avx512.is_available();
-        assert_eq!(AvxVnniTwin::new().is_some(), want);
-    }
-}

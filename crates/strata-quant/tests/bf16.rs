@@ -7,7 +7,7 @@
 //! tests/simd.rs allows the other kernels), plus what `vdpbf16ps` may drop on top: every
 //! product with a subnormal operand or a subnormal result (it reads subnormals as zero and
 //! flushes subnormal results), and 2^-126 per element for a lane sum flushed to zero. The
-//! other paths sum exact f32 products, so the allowance only matters on that kernel. Where the
+//! other paths sum exact f32 products and are held to the first bound alone. Where the
 //! CPU has AVX512-BF16 the kernel is also checked to run (its flushing shows) and to give
 //! ggml's own `vdpbf16ps` results bit for bit.
 
@@ -106,7 +106,6 @@ const ACTIVATION_KINDS: usize = 8;
 fn check(paths: &[Path], w: &[u8], x: &[f32], what: &str) {
     let mut act = vec![0u8; 2 * x.len()];
     quantize(vec_dot_type(BF16).unwrap(), x, &mut act).unwrap();
-    assert_eq!(act, bf16_row(x), "BF16 activations are ggml's fp32_to_bf16");
     let exact = Exact::of(w, &act);
     if exact.magnitude >= f32::MAX as f64 {
         // Some order of the f32 sum may overflow where another does not: nothing to compare.
@@ -118,8 +117,13 @@ fn check(paths: &[Path], w: &[u8], x: &[f32], what: &str) {
         "scalar, {what}: {want} vs exact {}",
         exact.sum
     );
-    let tol = exact.flushing_tolerance();
     for &path in paths {
+        // Only `vdpbf16ps` flushes subnormal products; every other path must not.
+        let tol = if matches!(path, Path::Isa(Isa::Avx512)) && has_avx512_bf16() {
+            exact.flushing_tolerance()
+        } else {
+            exact.sum_tolerance()
+        };
         let got = path.vec_dot(BF16, w, &act).unwrap();
         assert!(
             (got as f64 - want as f64).abs() <= tol,

@@ -29,7 +29,8 @@ fn f16_fields(ty: GgmlType) -> &'static [usize] {
         T::Q2_K => &[80, 82],
         T::Q3_K => &[108],
         T::Q6_K => &[208],
-        T::IQ1_M => &[],
+        // No scale fields: every BF16 element is a value of its own.
+        T::IQ1_M | T::BF16 => &[],
         _ => &[0],
     }
 }

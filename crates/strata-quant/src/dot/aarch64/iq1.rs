@@ -7,16 +7,10 @@
 
 use std::arch::aarch64::*;
 
-use super::{dot32, f16, load_i8, sdot};
+use super::{dot32, f16, load_i8, points64, sdot};
 use crate::iq1::{BlockIQ1_M, BlockIQ1_S, IQ1_DELTA};
 use crate::iq_tables::IQ1S_GRID;
 use crate::q8_k::BlockQ8_K;
-
-/// Two 8-byte lattice points as one register, `a` in bytes 0..8.
-#[inline(always)]
-unsafe fn points64(a: u64, b: u64) -> int8x16_t {
-    vreinterpretq_s8_u8(vcombine_u8(vcreate_u8(a), vcreate_u8(b)))
-}
 
 #[inline(always)]
 fn u16_at(bytes: &[u8], at: usize) -> usize {

@@ -7,27 +7,8 @@
 use std::arch::aarch64::*;
 
 use super::{dot32, f16, load_i8, load_u8, nibbles, sdot};
-use crate::k_quants::{BlockQ4_K, BlockQ5_K, BlockQ6_K, K_SCALE_SIZE};
+use crate::k_quants::{scales_mins_k4, BlockQ4_K, BlockQ5_K, BlockQ6_K, K_SCALE_SIZE};
 use crate::q8_k::BlockQ8_K;
-
-/// The 8 six-bit scales and 8 mins of a Q4_K/Q5_K block (ggml's `get_scale_min_k4`, four at
-/// a time) as `(scales, mins)`, value `g` in byte `g` of each word.
-#[inline(always)]
-fn scales_mins(packed: &[u8; K_SCALE_SIZE]) -> (u64, u64) {
-    let word = |i: usize| u32::from_le_bytes(packed[4 * i..4 * i + 4].try_into().unwrap());
-    let (a, b, c) = (word(0), word(1), word(2));
-    const LOW6: u32 = 0x3f3f_3f3f;
-    const LOW4: u32 = 0x0f0f_0f0f;
-    const TOP2: u32 = 0x0303_0303;
-    // Values 0..4 are the low 6 bits of bytes 0..4 (scales) and 4..8 (mins); values 4..8 take
-    // their low 4 bits from the nibbles of bytes 8..12 and their top 2 from bits 6..8 above.
-    let scales_hi = (c & LOW4) | (((a >> 6) & TOP2) << 4);
-    let mins_hi = ((c >> 4) & LOW4) | (((b >> 6) & TOP2) << 4);
-    (
-        (a & LOW6) as u64 | (scales_hi as u64) << 32,
-        (b & LOW6) as u64 | (mins_hi as u64) << 32,
-    )
-}
 
 /// Byte `g` of `bytes`, as the i32 multiplier of a sub-block.
 #[inline(always)]
@@ -118,7 +99,7 @@ unsafe fn affine_k<X: AffineK>(x: &[X], y: &[BlockQ8_K]) -> f32 {
     assert_eq!(x.len(), y.len(), "vec_dot block counts");
     let (mut acc, mut acc_min) = (vdupq_n_f32(0.0), 0.0f32);
     for (x, y) in x.iter().zip(y) {
-        let (scales, mins) = scales_mins(x.packed_scales());
+        let (scales, mins) = scales_mins_k4(x.packed_scales());
         // Two i32 accumulators: the multiply-adds of consecutive sub-blocks overlap.
         let mut sums = [vdupq_n_s32(0); 2];
         for c in 0..4 {

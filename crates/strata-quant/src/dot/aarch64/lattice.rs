@@ -8,19 +8,13 @@
 
 use std::arch::aarch64::*;
 
-use super::{bit_masks, dot32, f16, load_i8, sdot};
+use super::{bit_masks, dot32, f16, load_i8, points64, sdot};
 use crate::iq2::{BlockIQ2_S, BlockIQ2_XS, BlockIQ2_XXS};
 use crate::iq3::{BlockIQ3_S, BlockIQ3_XXS};
 use crate::iq_tables::{
     IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KEVEN_SIGNS_Q2XS,
 };
 use crate::q8_k::BlockQ8_K;
-
-/// Two 8-byte lattice points as one register, `a` in bytes 0..8.
-#[inline(always)]
-unsafe fn points64(a: u64, b: u64) -> int8x16_t {
-    vreinterpretq_s8_u8(vcombine_u8(vcreate_u8(a), vcreate_u8(b)))
-}
 
 /// Four 4-byte lattice points as one register, `p[0]` in bytes 0..4.
 #[inline(always)]

@@ -28,7 +28,7 @@ use std::arch::asm;
 
 use strata_gguf::GgmlType;
 
-use crate::block::{cast_blocks, cast_blocks_mut, Block};
+use crate::block::cast_blocks_mut;
 
 /// `acc[i] + Σ_{k<4} a[4i+k] · b[4i+k]` over signed bytes (`SDOT`, FEAT_DotProd), exact.
 ///
@@ -92,16 +92,14 @@ pub(crate) unsafe fn bit_masks(bits: u32) -> [uint8x16_t; 2] {
     ]
 }
 
-/// A little-endian f16 field as f32, exactly (integer bit operations, no FEAT_FP16).
-#[inline(always)]
-pub(crate) fn f16(bytes: [u8; 2]) -> f32 {
-    crate::block::read_f16(bytes)
-}
+pub(crate) use crate::block::read_f16 as f16;
 
-/// Views a length-checked byte row as blocks.
+pub(crate) use crate::blocks;
+
+/// Two 8-byte lattice points as one register, `a` in bytes 0..8.
 #[inline(always)]
-pub(crate) fn blocks<B: Block>(bytes: &[u8]) -> &[B] {
-    cast_blocks(bytes).expect("row length checked against the block size")
+pub(crate) unsafe fn points64(a: u64, b: u64) -> int8x16_t {
+    vreinterpretq_s8_u8(vcombine_u8(vcreate_u8(a), vcreate_u8(b)))
 }
 
 /// `vec_dot` for the types with a NEON kernel.

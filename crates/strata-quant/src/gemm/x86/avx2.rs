@@ -7,12 +7,12 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::super::tile::{run, Job, Tile};
-use crate::dot::x86::avx2::k_quants::{q6_k_quants, q6_k_scale_pair, scales_mins_k4, AffineK};
+use crate::dot::x86::avx2::k_quants::{q6_k_quants, q6_k_scale_pair, AffineK};
 use crate::dot::x86::avx2::legacy::{Affine, Signed};
 use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps, hsum_ps128, load32, nibbles32, IntDot};
 use crate::iq4::BlockIQ4_XS;
 use crate::iq_tables::KVALUES_IQ4NL;
-use crate::k_quants::{BlockQ4_K, BlockQ5_K, BlockQ6_K};
+use crate::k_quants::{scales_mins_k4, BlockQ4_K, BlockQ5_K, BlockQ6_K};
 use crate::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 use crate::q8_k::BlockQ8_K;
 use crate::{Block, BlockIQ4_NL, GgmlType};

@@ -7,13 +7,13 @@ use std::marker::PhantomData;
 
 use super::super::tile::{caches_rows, run, Job, Tile};
 use super::reduce::{hsum4_ps128, lanes, reduce4};
-use crate::dot::x86::avx2::k_quants::scales_mins_k4;
 use crate::dot::x86::avx2::legacy as avx2;
 use crate::dot::x86::avx512::k_quants::{load_pair, scale_pick, AffineK};
 use crate::dot::x86::avx512::legacy::{Affine, Offset};
 use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps128, Avx512Vnni};
 use crate::iq4::BlockIQ4_XS;
 use crate::iq_tables::KVALUES_IQ4NL;
+use crate::k_quants::scales_mins_k4;
 use crate::k_quants::{BlockQ4_K, BlockQ5_K, BlockQ6_K};
 use crate::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 use crate::q8_k::BlockQ8_K;

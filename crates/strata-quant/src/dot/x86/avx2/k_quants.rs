@@ -6,27 +6,8 @@
 use std::arch::x86_64::*;
 
 use super::super::{block_ptr, f16, f16x4, hsum_ps, hsum_ps128, load32, IntDot};
-use crate::k_quants::{BlockQ4_K, BlockQ5_K, BlockQ6_K, K_SCALE_SIZE};
+use crate::k_quants::{scales_mins_k4, BlockQ4_K, BlockQ5_K, BlockQ6_K, K_SCALE_SIZE};
 use crate::q8_k::BlockQ8_K;
-
-/// The 8 scales and 8 mins of a Q4_K/Q5_K block as bytes (ggml's `get_scale_min_k4`, four at a
-/// time): `(scales, mins)`, scale `g` in byte `g`.
-#[inline(always)]
-pub(crate) fn scales_mins_k4(packed: &[u8; K_SCALE_SIZE]) -> (u64, u64) {
-    let word = |i: usize| u32::from_le_bytes(packed[4 * i..4 * i + 4].try_into().unwrap());
-    let (a, b, c) = (word(0), word(1), word(2));
-    const LOW6: u32 = 0x3f3f_3f3f;
-    const LOW4: u32 = 0x0f0f_0f0f;
-    const TOP2: u32 = 0x0303_0303;
-    let scales_lo = a & LOW6;
-    let mins_lo = b & LOW6;
-    let scales_hi = (c & LOW4) | (((a >> 6) & TOP2) << 4);
-    let mins_hi = ((c >> 4) & LOW4) | (((b >> 6) & TOP2) << 4);
-    (
-        scales_lo as u64 | (scales_hi as u64) << 32,
-        mins_lo as u64 | (mins_hi as u64) << 32,
-    )
-}
 
 /// Σ_g `mins[g]` · (bsum(2g) + bsum(2g+1)) as 4 i32 lanes.
 #[inline(always)]

@@ -15,13 +15,9 @@ mod quantize;
 use strata_gguf::GgmlType;
 
 use super::IntDot;
-use crate::block::{cast_blocks, cast_blocks_mut, Block};
+use crate::block::cast_blocks_mut;
 
-/// Views a length-checked byte row as blocks.
-#[inline(always)]
-pub(super) fn blocks<B: Block>(bytes: &[u8]) -> &[B] {
-    cast_blocks(bytes).expect("row length checked against the block size")
-}
+pub(super) use crate::blocks;
 
 /// `vec_dot` for the types with an AVX2 kernel (BF16's widens both rows to f32 and FMAs).
 ///

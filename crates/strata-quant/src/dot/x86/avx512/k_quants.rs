@@ -5,10 +5,11 @@
 
 use std::arch::x86_64::*;
 
-use super::super::avx2::k_quants::{min_terms, scales_mins_k4};
+use super::super::avx2::k_quants::min_terms;
 use super::super::{block_ptr, f16, f16x4, hsum_ps128};
 use crate::iq4::BlockIQ4_XS;
 use crate::iq_tables::KVALUES_IQ4NL;
+use crate::k_quants::scales_mins_k4;
 use crate::k_quants::{BlockQ4_K, BlockQ5_K, BlockQ6_K, K_SCALE_SIZE};
 use crate::q8_k::BlockQ8_K;
 
