@@ -51,7 +51,7 @@ measure() { # measure MODEL TAG P N
     "$llama" -m "$path" -t "$threads" -p "$pp" -n "$tg" -r 1 ${LLAMA_ARGS:-} >/dev/null 2>&1
     # shellcheck disable=SC2086
     "$llama" -m "$path" -t "$threads" -p "$pp" -n "$tg" -r "$r" ${LLAMA_ARGS:-} -o json \
-      > "$out/local-$tag-llama.$i.json" 2> "$out/local-$tag-llama.log"
+      > "$out/local-$tag-llama.$i.json" 2> "$out/local-$tag-llama.$i.log"
   done
   runs+=("$tag")
 }

@@ -26,13 +26,8 @@ impl Machine {
             .and_then(|l| l.split(':').nth(1))
             .map(|s| s.trim().to_string())
             .unwrap_or_else(|| "unknown".into());
-        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-        let ram_kib: f64 = meminfo
-            .lines()
-            .find(|l| l.starts_with("MemTotal:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0);
+        let ram_kib =
+            strata_engine::residency::meminfo_bytes("MemTotal").unwrap_or(0) as f64 / 1024.0;
         let os_release = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
         let name = os_release
             .lines()

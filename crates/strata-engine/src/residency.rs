@@ -7,13 +7,21 @@
 
 /// `MemAvailable` of `/proc/meminfo` in bytes, `None` where that cannot be read (not Linux).
 pub fn available_memory_bytes() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    parse_mem_available(&meminfo)
+    meminfo_bytes("MemAvailable")
 }
 
-/// The `MemAvailable:` line of a `/proc/meminfo` text, in bytes.
-fn parse_mem_available(meminfo: &str) -> Option<u64> {
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+/// The `field` line (e.g. `MemTotal`, `MemAvailable`) of `/proc/meminfo` in bytes, `None`
+/// where that cannot be read (not Linux).
+pub fn meminfo_bytes(field: &str) -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_meminfo(&meminfo, field)
+}
+
+/// The `field:` line of a `/proc/meminfo` text, in bytes.
+fn parse_meminfo(meminfo: &str, field: &str) -> Option<u64> {
+    let line = meminfo
+        .lines()
+        .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }
@@ -31,7 +39,8 @@ mod tests {
     #[test]
     fn reads_mem_available_in_kib() {
         let text = "MemTotal:       24684000 kB\nMemFree:   100 kB\nMemAvailable:   2048 kB\n";
-        assert_eq!(parse_mem_available(text), Some(2048 * 1024));
-        assert_eq!(parse_mem_available("MemTotal: 1 kB\n"), None);
+        assert_eq!(parse_meminfo(text, "MemAvailable"), Some(2048 * 1024));
+        assert_eq!(parse_meminfo(text, "MemTotal"), Some(24684000 * 1024));
+        assert_eq!(parse_meminfo("MemTotal: 1 kB\n", "MemAvailable"), None);
     }
 }

@@ -75,14 +75,23 @@ impl Isa {
         detect(self)
     }
 
+    /// The path [`ISA_ENV`] names, if it is set to a known name; read once per process. Other
+    /// kernels (e.g. attention's) cap their own paths by it, in this enum's order.
+    pub fn cap() -> Option<Isa> {
+        static CAP: OnceLock<Option<Isa>> = OnceLock::new();
+        *CAP.get_or_init(|| {
+            std::env::var(ISA_ENV)
+                .ok()
+                .and_then(|v| Isa::from_name(v.trim()))
+        })
+    }
+
     /// The fastest available path, at most the one named by [`ISA_ENV`] if that is set; probed
     /// once per process.
     pub fn best() -> Isa {
         static BEST: OnceLock<Isa> = OnceLock::new();
         *BEST.get_or_init(|| {
-            let cap = std::env::var(ISA_ENV)
-                .ok()
-                .and_then(|v| Isa::from_name(v.trim()));
+            let cap = Isa::cap();
             Isa::ALL
                 .into_iter()
                 .rev()

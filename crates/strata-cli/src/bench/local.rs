@@ -268,10 +268,6 @@ fn session_at(
 /// depth + test length).
 pub fn run_tests(model: &Model, args: &ModelArgs, t: &Tests) -> Result<Vec<TestResult>> {
     let n_vocab = model.config().n_vocab;
-    // Warm-up: page in the weights a decode step touches and spin up the workers.
-    let mut warm = model.new_session(8, args.kv);
-    model.forward(&mut warm, &random_tokens(2, n_vocab, t.seed))?;
-    drop(warm);
     let depths = if t.depths.is_empty() {
         vec![0]
     } else {

@@ -15,10 +15,9 @@ use crate::ops::conv1d::causal_conv1d;
 use crate::ops::delta_net::{
     delta_rule_chunked, delta_rule_recurrent, l2_norm_heads_in_place, DeltaInputs, DeltaShape,
 };
-use crate::ops::gate::{sigmoid, silu, silu_in_place, softplus};
+use crate::ops::gate::{mul_silu_in_place, sigmoid, silu_in_place, softplus};
 use crate::ops::linear::matmul;
-use crate::ops::norm::rms_norm;
-use crate::ops::par_chunks;
+use crate::ops::norm::rms_norm_rows;
 use crate::recurrent_state::DeltaState;
 use crate::session::Workspace;
 use crate::weights::DeltaNetWeights;
@@ -91,19 +90,8 @@ pub(super) fn mixer(
     }
 
     h.gated.resize(t_n, vd);
-    let hv = s.head_v_dim;
-    let (core, z) = (&h.core, &h.z);
-    par_chunks(h.gated.write(), hv, |r, gated| {
-        for ((o, z), out) in core[r.clone()]
-            .chunks_exact(hv)
-            .zip(z[r].chunks_exact(hv))
-            .zip(gated.chunks_exact_mut(hv))
-        {
-            rms_norm(o, &m.norm, cfg.rms_eps, out);
-            for (y, zi) in out.iter_mut().zip(z) {
-                *y *= silu(*zi);
-            }
-        }
-    });
+    let gated = h.gated.write();
+    rms_norm_rows(&h.core, &m.norm, cfg.rms_eps, gated);
+    mul_silu_in_place(gated, &h.z);
     matmul(&m.wout, None, &mut h.gated, &mut ws.xb2)
 }

@@ -25,15 +25,12 @@ pub(super) enum Isa {
 
 impl Isa {
     /// The widest path this CPU supports, at most the one `STRATA_ISA` names
-    /// ([`strata_quant::ISA_ENV`], in [`strata_quant::Isa`]'s order: below `avx2` caps at
+    /// ([`strata_quant::Isa::cap`], in [`strata_quant::Isa`]'s order: below `avx2` caps at
     /// scalar, below `avx512` at AVX2), so one variable selects the path of every kernel for
     /// end-to-end comparisons. Probed once.
     pub(super) fn detect() -> Isa {
         static BEST: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
-        *BEST.get_or_init(|| {
-            let cap = std::env::var(strata_quant::ISA_ENV).ok();
-            Isa::widest(cap.and_then(|c| strata_quant::Isa::from_name(c.trim())))
-        })
+        *BEST.get_or_init(|| Isa::widest(strata_quant::Isa::cap()))
     }
 
     fn widest(cap: Option<strata_quant::Isa>) -> Isa {
