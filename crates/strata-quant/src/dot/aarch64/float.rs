@@ -1,7 +1,6 @@
 //! NEON `dot_f32` of F32, F16 and BF16 rows: four 4-lane FMA accumulators over 16 elements a
-//! step, then 4 at a time, then a scalar tail. The conversions are exact (F16 by the integer
-//! bit operations of [`crate::f16_to_f32`], which needs no FEAT_FP16; BF16 by a shift), so only
-//! the summation order differs from the scalar reference.
+//! step, then 4 at a time, then a scalar tail. The conversions are exact (F16 by `FCVTL`, base
+//! AdvSIMD; BF16 by a shift), so only the summation order differs from the scalar reference.
 
 use std::arch::aarch64::*;
 
@@ -37,19 +36,19 @@ impl Row for F32Row<'_> {
 impl Row for F16Row<'_> {
     #[inline(always)]
     unsafe fn load4(&self, i: usize) -> float32x4_t {
-        let h = widen4(self.0.as_ptr().add(2 * i));
-        // `f16_to_f32` lane-wise: the 15 magnitude bits placed in an f32 and scaled by 2^112
-        // (exact for normal and subnormal halves), Inf/NaN given an all-ones exponent.
-        let sign = vshlq_n_u32::<16>(vandq_u32(h, vdupq_n_u32(0x8000)));
-        let magnitude = vshlq_n_u32::<13>(vandq_u32(h, vdupq_n_u32(0x7fff)));
-        let scaled = vmulq_f32(
-            vreinterpretq_f32_u32(magnitude),
-            vdupq_n_f32(f32::from_bits(0x7780_0000)),
+        let h = vreinterpret_u16_u8(vld1_u8(self.0.as_ptr().add(2 * i)));
+        let out: float32x4_t;
+        // FCVTL (half to single, base AdvSIMD: no FEAT_FP16 needed) converts every half
+        // exactly, subnormals included; `vcvt_f32_f16` is not stable at this crate's MSRV.
+        // SAFETY: a register-only instruction (no memory or stack; it may set FPSR's
+        // cumulative exception bits, so flags are not declared preserved).
+        std::arch::asm!(
+            "fcvtl {o:v}.4s, {h:v}.4h",
+            o = lateout(vreg) out,
+            h = in(vreg) h,
+            options(pure, nomem, nostack),
         );
-        let special = vcgeq_u32(magnitude, vdupq_n_u32(0x7c00 << 13));
-        let inf_nan = vorrq_u32(magnitude, vdupq_n_u32(0x7f80_0000));
-        let value = vbslq_u32(special, inf_nan, vreinterpretq_u32_f32(scaled));
-        vreinterpretq_f32_u32(vorrq_u32(value, sign))
+        out
     }
     #[inline(always)]
     fn get(&self, i: usize) -> f32 {
