@@ -1,21 +1,19 @@
 //! One attention task: the queries of one KV head at a block of tokens against a range of
 //! keys, visited in tiles of [`K_TILE`] positions with an online softmax.
 //!
-//! Two ways to score a tile, chosen by the number of queries: few queries (decode) take dot
-//! products straight from the cache rows ([`lanes::scores`], f16 converted in registers); many
-//! queries (prefill) convert the key tile once, transpose it and score it column-wise. Values
-//! are converted to f32 once per tile (f16) or read in place (f32).
+//! Every task scores a tile the same way, whatever its number of queries: the key tile is
+//! converted to f32 once, transposed, and scored column-wise. One way for decode and prefill
+//! alike is what keeps a query's scores, and so its output, independent of how many queries
+//! share its call (batch invariance). Values are converted to f32 once per tile (f16) or read
+//! in place (f32).
 
 use std::ops::Range;
 
-use super::lanes::{self, Isa, KeyElem};
+use super::lanes::{self, Isa};
 use super::online::Online;
-use super::{AttnShape, K_TILE};
+use super::{AttnShape, K_TILE, SEGMENT};
 use crate::kv_cache::KvRows;
 
-/// Tasks with fewer queries than this score keys one dot product at a time instead of
-/// through a transposed key tile.
-const BY_ROWS_BELOW: usize = 8;
 /// Query heads of one token scored and folded together over a transposed key tile (AVX-512).
 const HEAD_BLOCK: usize = 4;
 /// The same on AVX2, whose 16 registers hold the accumulators of two heads.
@@ -102,15 +100,9 @@ impl Scratch {
         }
         self.st.reset(n_q, hd);
         self.v.resize(K_TILE * hd, 0.0);
-        // Few queries (decode): a dot per key beats transposing the key tile.
-        let by_rows = n_q < BY_ROWS_BELOW;
-        if by_rows {
-            self.sc.resize(n_q * K_TILE, 0.0);
-        } else {
-            self.kt.resize(hd * K_TILE, 0.0);
-            self.krow.resize(K_TILE * hd, 0.0);
-            self.sc.resize(HEAD_BLOCK * K_TILE, 0.0);
-        }
+        self.kt.resize(hd * K_TILE, 0.0);
+        self.krow.resize(K_TILE * hd, 0.0);
+        self.sc.resize(HEAD_BLOCK * K_TILE, 0.0);
         // Keys visible to token t: first(t) .. pos0 + t + 1; both ends grow with t.
         let first = |t: usize| match s.window {
             Some(w) => (pos0 + t + 1).saturating_sub(w),
@@ -120,13 +112,11 @@ impl Scratch {
         let hi = job.keys.end.min(pos0 + toks.end);
         let mut tile0 = lo / K_TILE * K_TILE;
         while tile0 < hi {
-            let (a, b) = (lo.max(tile0), hi.min(tile0 + K_TILE));
-            if by_rows {
-                self.prefetch_keys(job, b..hi.min(b + K_TILE));
-                self.score_rows(job, a..b);
-            } else {
-                self.load_keys(job, tile0, a..b);
+            if tile0 % SEGMENT == 0 && tile0 > lo {
+                self.st.seal(hd);
             }
+            let (a, b) = (lo.max(tile0), hi.min(tile0 + K_TILE));
+            self.load_keys(job, tile0, a..b);
             // Values of the tile: `(slice, stride)` with row 0 at position `tile0`.
             let (vals, v_stride) = self.values(job, tile0, a..b);
             for t in toks.clone() {
@@ -138,13 +128,6 @@ impl Scratch {
                 let v = vals.unwrap_or(&self.v);
                 let v = &v[js.start * v_stride..];
                 let qi0 = (t - toks.start) * group;
-                if by_rows {
-                    for qi in qi0..qi0 + group {
-                        let sc = &mut self.sc[qi * K_TILE + (ja - a)..qi * K_TILE + (jb - a)];
-                        self.st.fold(qi, hd, s.scale, sc, v, v_stride);
-                    }
-                    continue;
-                }
                 #[cfg(target_arch = "x86_64")]
                 if job.isa != Isa::Scalar {
                     let (q, kt) = (&self.q, &self.kt);
@@ -171,39 +154,6 @@ impl Scratch {
                 }
             }
             tile0 += K_TILE;
-        }
-    }
-
-    /// Starts loading the keys and values of positions `keys` (the next tile) into the cache
-    /// while this tile is computed: decode reads each of them once, from memory.
-    #[inline(always)]
-    fn prefetch_keys(&self, job: &Job<'_>, keys: Range<usize>) {
-        let hd = job.s.head_dim;
-        for p in keys {
-            let at = p * job.row + job.g * hd;
-            match (job.k, job.v) {
-                (KvRows::F16(k), KvRows::F16(v)) => {
-                    lanes::prefetch(&k[at..at + hd]);
-                    lanes::prefetch(&v[at..at + hd]);
-                }
-                (KvRows::F32(k), KvRows::F32(v)) => {
-                    lanes::prefetch(&k[at..at + hd]);
-                    lanes::prefetch(&v[at..at + hd]);
-                }
-                _ => unreachable!("keys and values share one storage type"),
-            }
-        }
-    }
-
-    /// Scores of every query against keys `keys`, into `sc[qi·K_TILE + (p − keys.start)]`.
-    #[inline(always)]
-    fn score_rows(&mut self, job: &Job<'_>, keys: Range<usize>) {
-        let hd = job.s.head_dim;
-        let at = keys.start * job.row + job.g * hd;
-        let n = keys.len();
-        match job.k {
-            KvRows::F16(k) => scores(job, &self.q, &k[at..], n, &mut self.sc),
-            KvRows::F32(k) => scores(job, &self.q, &k[at..], n, &mut self.sc),
         }
     }
 
@@ -304,12 +254,6 @@ fn fold_heads(
         }
         qi += n;
     }
-}
-
-/// Row-wise scores of the task's queries against `n` keys starting at `k[0]`.
-#[inline(always)]
-fn scores<E: KeyElem>(job: &Job<'_>, q: &[f32], k: &[E], n: usize, sc: &mut [f32]) {
-    lanes::scores(job.isa, q, job.s.head_dim, k, job.row, n, sc, K_TILE);
 }
 
 /// Scores of one query against tile columns `js` of the transposed keys `kt`, into `sc[js]`.

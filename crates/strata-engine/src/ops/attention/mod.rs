@@ -3,12 +3,15 @@
 //!
 //! Computed like FlashAttention (Dao et al. 2022), on the CPU: keys are visited in tiles of
 //! [`K_TILE`] positions with an online softmax (running max and sum per query, `online.rs`),
-//! so no `T × n` score matrix exists. Tasks are (KV head, block of [`Q_BLOCK`] tokens); a
-//! batch of one block (decode, verify windows) also splits the keys in chunks
-//! ([`key_split`]) whose partial softmaxes are merged at the end in a fixed order
-//! (flash-decoding). Tile and chunk edges depend only on the shape, and every ISA path
-//! performs the same float operations in the same order (`lanes.rs`), so results do not
-//! depend on the worker count or on the CPU.
+//! so no `T × n` score matrix exists. Tiles lie at absolute positions (multiples of
+//! [`K_TILE`]) and are grouped in segments of [`SEGMENT`] positions: a query's softmax is
+//! folded tile by tile within a segment and the segments are merged in order
+//! (`online.rs`). Tasks are (KV head, block of [`Q_BLOCK`] tokens); a batch of one block
+//! (decode, verify windows) instead runs each (KV head, segment) as a task and merges the
+//! segments at the end (flash-decoding) with the same merge. So a query's result depends only
+//! on its position and the cache, never on how many tokens came in the same call (batch
+//! invariance), on the worker count, or on the CPU: every ISA path performs the same float
+//! operations in the same order (`lanes.rs`).
 //!
 //! Files: `kernel.rs` (one task), `lanes.rs` (dot products and f16 conversion, scalar
 //! reference and dispatch), `x86.rs` (their AVX-512 and AVX2 versions),
@@ -47,14 +50,15 @@ pub struct AttnShape {
 pub const K_TILE: usize = 64;
 /// Query tokens per task.
 pub const Q_BLOCK: usize = 16;
-/// Tasks a split batch aims at over all its KV heads: enough for an even share on a few
-/// workers, few enough that the merge stays cheap.
-const SPLIT_TASKS: usize = 24;
+/// Key positions per segment: tiles of a segment are folded into one online softmax, segments
+/// are merged. A constant (never a function of the batch or the context length), so a
+/// query's arithmetic is the same in a prefill batch and in a decode step.
+pub const SEGMENT: usize = 4 * K_TILE;
 
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
     /// Partial results `[T][split][head][m, l, o…]` of a split batch (caller thread).
-    static PARTIALS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PARTIALS: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
 /// Attention of `T = q.len() / (n_head·head_dim)` queries at positions `pos0 .. pos0+T`
@@ -77,9 +81,8 @@ fn attention_on(isa: Isa, q: &[f32], kv: &LayerKv, pos0: usize, s: &AttnShape, o
         return;
     }
     let n_keys = pos0 + t_n;
-    let split = key_split(n_keys, s.n_kv_head);
     let n_splits = if t_n <= Q_BLOCK {
-        n_keys.div_ceil(split)
+        n_keys.div_ceil(SEGMENT)
     } else {
         1
     };
@@ -102,41 +105,33 @@ fn attention_on(isa: Isa, q: &[f32], kv: &LayerKv, pos0: usize, s: &AttnShape, o
                 let g = tile.cols.start / (group * hd);
                 with_scratch(|sc| {
                     sc.attend(&job(g, tile.rows.clone(), 0..n_keys));
+                    sc.st.seal(hd);
                     sc.st.write_normalized(tile, group, hd);
                 });
                 Ok::<(), ()>(())
             })
         } else {
             PARTIALS.with(|cell| {
-                let mut part = cell.borrow_mut();
+                let (part, acc) = &mut *cell.borrow_mut();
                 let cell_w = hd + 2;
                 part.resize(t_n * n_splits * s.n_head * cell_w, 0.0);
-                let tiles =
-                    Tiles::new(&mut part, n_splits * s.n_head * cell_w, group * cell_w, t_n);
+                let tiles = Tiles::new(part, n_splits * s.n_head * cell_w, group * cell_w, t_n);
                 let r = pool.for_each_tile(tiles, |tile| {
                     let c = tile.cols.start / (group * cell_w);
                     let (sp, g) = (c / s.n_kv_head, c % s.n_kv_head);
-                    let keys = sp * split..((sp + 1) * split).min(n_keys);
+                    let keys = sp * SEGMENT..((sp + 1) * SEGMENT).min(n_keys);
                     with_scratch(|sc| {
                         sc.attend(&job(g, tile.rows.clone(), keys));
                         sc.st.write_partial(tile, group, hd);
                     });
                     Ok::<(), ()>(())
                 });
-                online::merge_splits(&part, n_splits, s, out);
+                online::merge_splits(part, n_splits, s, acc, out);
                 r
             })
         };
         r.expect("attention tasks do not fail");
     });
-}
-
-/// Keys per chunk of a split batch: a multiple of [`K_TILE`] that cuts `n_keys` into about
-/// [`SPLIT_TASKS`] / `n_kv_head` chunks. A function of the shape only, never of the worker
-/// count, so the merge order (and the bits) are the same on any pool.
-pub fn key_split(n_keys: usize, n_kv_head: usize) -> usize {
-    let chunks = SPLIT_TASKS.div_ceil(n_kv_head.max(1));
-    n_keys.div_ceil(chunks).div_ceil(K_TILE).max(1) * K_TILE
 }
 
 fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {

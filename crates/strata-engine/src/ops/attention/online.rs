@@ -1,6 +1,13 @@
 //! The online softmax of attention (Milakov & Gimelshein 2018, as in FlashAttention): a
 //! running maximum `m`, sum `l` and unnormalised output `o` per query, folded one key tile at
-//! a time, and the merge of partial `(m, l, o)` of key chunks (flash-decoding).
+//! a time within a key segment ([`super::SEGMENT`] positions), and the merge of the segments'
+//! partial `(m, l, o)` in position order ([`merge`], as flash-decoding merges key chunks).
+//!
+//! A query's result is the same function of its visible keys however it is computed: a
+//! prefill task folds tiles and merges each finished segment into an accumulator
+//! ([`Online::seal`]); a decode step computes segments in parallel tasks and merges them in the
+//! same order with the same [`merge`] ([`merge_splits`]). That is what makes a position's
+//! output independent of how the tokens before it were fed (batch invariance).
 
 use crate::pool::Tile;
 
@@ -8,23 +15,53 @@ use crate::pool::Tile;
 use super::lanes::Isa;
 use super::AttnShape;
 
-/// Running softmax state of the queries of one task, `[n_q]` / `[n_q][hd]`.
+/// Running softmax state of the queries of one task, `[n_q]` / `[n_q][hd]`: the current
+/// segment's `(m, l, o)` and the merge of the segments before it (`acc_*`).
 #[derive(Default)]
 pub(super) struct Online {
     pub o: Vec<f32>,
     pub m: Vec<f32>,
     pub l: Vec<f32>,
+    acc_o: Vec<f32>,
+    acc_m: Vec<f32>,
+    acc_l: Vec<f32>,
+}
+
+/// Empties a state of `n` queries: `m = −∞`, `l = 0`, `o = 0`.
+fn clear_state(o: &mut Vec<f32>, m: &mut Vec<f32>, l: &mut Vec<f32>, n_q: usize, hd: usize) {
+    o.clear();
+    o.resize(n_q * hd, 0.0);
+    m.clear();
+    m.resize(n_q, f32::NEG_INFINITY);
+    l.clear();
+    l.resize(n_q, 0.0);
 }
 
 impl Online {
     /// Empty state for `n_q` queries of `hd` elements (reuses the buffers).
     pub fn reset(&mut self, n_q: usize, hd: usize) {
-        self.o.clear();
-        self.o.resize(n_q * hd, 0.0);
-        self.m.clear();
-        self.m.resize(n_q, f32::NEG_INFINITY);
-        self.l.clear();
-        self.l.resize(n_q, 0.0);
+        clear_state(&mut self.o, &mut self.m, &mut self.l, n_q, hd);
+        clear_state(&mut self.acc_o, &mut self.acc_m, &mut self.acc_l, n_q, hd);
+    }
+
+    /// Ends the current key segment: merges it into the accumulated state of every query
+    /// ([`merge`]) and starts an empty segment.
+    pub fn seal(&mut self, hd: usize) {
+        let n_q = self.m.len();
+        for qi in 0..n_q {
+            if self.l[qi] == 0.0 {
+                continue;
+            }
+            let o = &mut self.o[qi * hd..(qi + 1) * hd];
+            let acc = &mut self.acc_o[qi * hd..(qi + 1) * hd];
+            (self.acc_m[qi], self.acc_l[qi]) = merge(
+                (self.acc_m[qi], self.acc_l[qi], acc),
+                (self.m[qi], self.l[qi], o),
+            );
+            o.fill(0.0);
+            self.m[qi] = f32::NEG_INFINITY;
+            self.l[qi] = 0.0;
+        }
     }
 
     /// Folds raw scores `sc` (q·k of consecutive keys, clobbered) of query `qi` into its
@@ -136,21 +173,20 @@ impl Online {
         self.l[qi] += super::lanes::tree16(sum);
     }
 
-    /// Writes `o / l` of every query into the tile (`[tokens][group·hd]`).
+    /// Writes the accumulated `o / l` of every query into the tile (`[tokens][group·hd]`);
+    /// call [`Online::seal`] first.
     pub fn write_normalized(&self, tile: &mut Tile<'_, f32>, group: usize, hd: usize) {
         for k in 0..tile.rows.len() {
             let row = tile.row_mut(k);
             for (h, dst) in row.chunks_exact_mut(hd).enumerate() {
                 let qi = k * group + h;
-                let inv = 1.0 / self.l[qi];
-                for (d, o) in dst.iter_mut().zip(&self.o[qi * hd..(qi + 1) * hd]) {
-                    *d = o * inv;
-                }
+                normalize(self.acc_l[qi], &self.acc_o[qi * hd..(qi + 1) * hd], dst);
             }
         }
     }
 
-    /// Writes `(m, l, o)` of every query into the tile (`[tokens][group·(hd + 2)]`).
+    /// Writes the current segment's `(m, l, o)` of every query into the tile
+    /// (`[tokens][group·(hd + 2)]`).
     pub fn write_partial(&self, tile: &mut Tile<'_, f32>, group: usize, hd: usize) {
         for k in 0..tile.rows.len() {
             let row = tile.row_mut(k);
@@ -161,6 +197,34 @@ impl Online {
                 dst[2..].copy_from_slice(&self.o[qi * hd..(qi + 1) * hd]);
             }
         }
+    }
+}
+
+/// Merges the softmax state `b` of later keys into `a` (`o` in place; returns the new
+/// `(m, l)`): `m = max(m_a, m_b)`, `l = l_a·e^(m_a−m) + l_b·e^(m_b−m)`, `o` likewise. An empty
+/// `a` (`l_a = 0`) takes `b`'s values exactly, so a query whose keys lie in one segment gets the
+/// bits of that segment's fold.
+#[inline]
+pub(super) fn merge(a: (f32, f32, &mut [f32]), b: (f32, f32, &[f32])) -> (f32, f32) {
+    let ((m_a, l_a, o_a), (m_b, l_b, o_b)) = (a, b);
+    if l_a == 0.0 {
+        o_a.copy_from_slice(o_b);
+        return (m_b, l_b);
+    }
+    let m = m_a.max(m_b);
+    let (wa, wb) = (exp_neg(m_a - m), exp_neg(m_b - m));
+    for (x, y) in o_a.iter_mut().zip(o_b) {
+        *x = *x * wa + y * wb;
+    }
+    (m, l_a * wa + l_b * wb)
+}
+
+/// `dst = o / l`.
+#[inline]
+fn normalize(l: f32, o: &[f32], dst: &mut [f32]) {
+    let inv = 1.0 / l;
+    for (d, o) in dst.iter_mut().zip(o) {
+        *d = o * inv;
     }
 }
 
@@ -196,31 +260,31 @@ fn accumulate_tail(o: &mut [f32], mut c: usize, e: &[f32], v: &[f32], v_stride: 
     }
 }
 
-/// Combines the per-chunk `(m, l, o)` of every (token, head) of `part`
-/// (`[T][n_splits][n_head][hd + 2]`) into `out` (`[T][n_head·hd]`), chunks in order.
-pub(super) fn merge_splits(part: &[f32], n_splits: usize, s: &AttnShape, out: &mut [f32]) {
+/// Combines the per-segment `(m, l, o)` of every (token, head) of `part`
+/// (`[T][n_splits][n_head][hd + 2]`) into `out` (`[T][n_head·hd]`): segments merged in
+/// position order with [`merge`], as [`Online::seal`] does, then normalised.
+pub(super) fn merge_splits(
+    part: &[f32],
+    n_splits: usize,
+    s: &AttnShape,
+    acc: &mut Vec<f32>,
+    out: &mut [f32],
+) {
     let hd = s.head_dim;
     let cell_w = hd + 2;
+    acc.resize(hd, 0.0);
     for (t, o_t) in out.chunks_exact_mut(s.n_head * hd).enumerate() {
         let p_t = &part[t * n_splits * s.n_head * cell_w..][..n_splits * s.n_head * cell_w];
         for (h, o) in o_t.chunks_exact_mut(hd).enumerate() {
-            let cell = |sp: usize| &p_t[(sp * s.n_head + h) * cell_w..][..cell_w];
-            let m = (0..n_splits)
-                .map(|sp| cell(sp)[0])
-                .fold(f32::NEG_INFINITY, f32::max);
-            o.fill(0.0);
-            let mut l = 0.0f32;
+            let (mut m, mut l) = (f32::NEG_INFINITY, 0.0f32);
             for sp in 0..n_splits {
-                let c = cell(sp);
+                let c = &p_t[(sp * s.n_head + h) * cell_w..][..cell_w];
                 if c[1] == 0.0 {
-                    continue; // no visible key in this chunk
+                    continue; // no visible key in this segment
                 }
-                let w = (c[0] - m).exp();
-                l += c[1] * w;
-                super::super::axpy(w, &c[2..], o);
+                (m, l) = merge((m, l, acc), (c[0], c[1], &c[2..]));
             }
-            let inv = 1.0 / l;
-            o.iter_mut().for_each(|v| *v *= inv);
+            normalize(l, acc, o);
         }
     }
 }

@@ -175,43 +175,6 @@ fn isas() -> Vec<Isa> {
 }
 
 #[test]
-fn row_scores_are_bit_identical_on_every_isa() {
-    // head dims with and without a tail past the 16 lanes; 1–7 queries (groups of 4 + rest)
-    for hd in [8, 64, 72, 256] {
-        let (row, n) = (3 * hd, 37);
-        let kf: Vec<f32> = (0..n * row)
-            .map(|i| ((i * 13) as f32 * 0.017).sin() * 3.0)
-            .collect();
-        let kh: Vec<half::f16> = kf.iter().map(|v| half::f16::from_f32(*v)).collect();
-        for n_q in 1..=7 {
-            let q: Vec<f32> = (0..n_q * hd)
-                .map(|i| ((i * 7) as f32 * 0.03).cos())
-                .collect();
-            let mut want = (vec![0.0f32; n_q * K_TILE], vec![0.0f32; n_q * K_TILE]);
-            for (i, isa) in isas().into_iter().enumerate() {
-                let mut got = (vec![0.0f32; n_q * K_TILE], vec![0.0f32; n_q * K_TILE]);
-                lanes::scores(isa, &q, hd, &kf[hd..], row, n, &mut got.0, K_TILE);
-                lanes::scores(isa, &q, hd, &kh[hd..], row, n, &mut got.1, K_TILE);
-                if i == 0 {
-                    for qi in 0..n_q {
-                        for j in 0..n {
-                            let k = &kf[hd + j * row..][..hd];
-                            let d = lanes::dot_ref(&q[qi * hd..][..hd], k);
-                            assert_eq!(d.to_bits(), got.0[qi * K_TILE + j].to_bits());
-                        }
-                    }
-                    want = got;
-                    continue;
-                }
-                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&got.0), bits(&want.0), "{isa:?} f32 hd{hd} n_q{n_q}");
-                assert_eq!(bits(&got.1), bits(&want.1), "{isa:?} f16 hd{hd} n_q{n_q}");
-            }
-        }
-    }
-}
-
-#[test]
 fn f16_rows_convert_exactly_on_every_isa() {
     let src: Vec<half::f16> = (0..=u16::MAX).map(half::f16::from_bits).collect();
     for isa in isas() {
@@ -306,7 +269,7 @@ fn f16_cache_decode_matches_naive_reference_on_rounded_inputs() {
 fn prefill_and_decode_outputs_are_bit_identical_on_every_isa() {
     // Head groups of 1 (no blocking), 3 (a block and a rest), 4 and 7; head dims with and
     // without a tail past 32 columns; many queries (transposed key tiles, head blocks) and one
-    // (row scores); f32 and f16 caches; with and without a sliding window.
+    // f32 and f16 caches; with and without a sliding window.
     for (n_head, n_kv) in [(4, 4), (6, 2), (8, 2), (14, 2)] {
         for hd in [40, 64, 72, 128] {
             for kv_type in [KvType::F32, KvType::F16] {
@@ -344,6 +307,73 @@ fn prefill_and_decode_outputs_are_bit_identical_on_every_isa() {
                                  window {window:?}: {diff} outputs differ from scalar"
                             );
                         }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Batch invariance: a query's output has the same bits whether it is the only query of a call
+/// (decode: segments as parallel tasks, merged at the end), one of a verify window of 2–16, or
+/// one of a prefill batch of any size starting anywhere (segments merged as the tiles go), on
+/// every ISA, with and without a sliding window, with f32 and f16 caches.
+#[test]
+fn query_output_is_independent_of_its_batch() {
+    let (n_head, n_kv, hd, n_pos) = (6, 2, 72, 700);
+    for kv_type in [KvType::F32, KvType::F16] {
+        let mut cache = KvCache::new(1, n_pos, n_kv * hd, kv_type);
+        let val = |p: usize, i: usize| ((p * 37 + i * 11) as f32 * 0.017).sin() * 3.0;
+        for p in 0..n_pos {
+            let k: Vec<f32> = (0..n_kv * hd).map(|i| val(p, i)).collect();
+            let v: Vec<f32> = (0..n_kv * hd).map(|i| val(p + 7000, i)).collect();
+            cache.layers[0].write(p, &k, &v);
+        }
+        let width = n_head * hd;
+        let q_all: Vec<f32> = (0..n_pos * width)
+            .map(|i| (i as f32 * 0.31).cos())
+            .collect();
+        for window in [None, Some(300)] {
+            let shape = AttnShape {
+                n_head,
+                n_kv_head: n_kv,
+                head_dim: hd,
+                scale: 1.0 / (hd as f32).sqrt(),
+                window,
+            };
+            for isa in isas() {
+                let run = |pos0: usize, t_n: usize| {
+                    let q = &q_all[pos0 * width..(pos0 + t_n) * width];
+                    let mut out = vec![0.0; q.len()];
+                    attention_on(isa, q, &cache.layers[0], pos0, &shape, &mut out);
+                    out
+                };
+                // Every position of 0..n_pos one at a time.
+                let want: Vec<u32> = (0..n_pos)
+                    .flat_map(|p| run(p, 1))
+                    .map(f32::to_bits)
+                    .collect();
+                for sizes in [
+                    &[700][..],
+                    &[3, 250, 17, 16, 2, 300, 112],
+                    &[255, 2, 1, 256, 186],
+                ] {
+                    let mut pos0 = 0;
+                    for &t_n in sizes {
+                        let got = run(pos0, t_n);
+                        for (t, row) in got.chunks_exact(width).enumerate() {
+                            let p = pos0 + t;
+                            let same = row
+                                .iter()
+                                .zip(&want[p * width..(p + 1) * width])
+                                .all(|(a, b)| a.to_bits() == *b);
+                            assert!(
+                                same,
+                                "{isa:?} {kv_type:?} window {window:?}: position {p} in a \
+                                 call of {t_n} from {pos0} differs from decode"
+                            );
+                        }
+                        pos0 += t_n;
                     }
                 }
             }

@@ -2,139 +2,7 @@
 //! order as its scalar reference, so the same bits (see the module docs there).
 
 pub(super) mod avx512 {
-    use super::super::lanes::{KeyElem, Q_GROUP};
     use std::arch::x86_64::*;
-
-    /// See `lanes::scores`. Safety: AVX-512F present; bounds as asserted there.
-    #[target_feature(enable = "avx512f")]
-    pub(in crate::ops::attention) unsafe fn scores<E: KeyElem>(
-        q: &[f32],
-        hd: usize,
-        k: &[E],
-        row: usize,
-        n: usize,
-        out: &mut [f32],
-        out_stride: usize,
-    ) {
-        let n_q = q.len() / hd;
-        // Blocks of 16 keys, one query at a time: 16 independent accumulators, reduced
-        // together (`reduce16`); the last `n mod 16` keys in groups of queries.
-        let full = n / 16 * 16;
-        if hd >= 16 {
-            for i in 0..n_q {
-                let qi = &q[i * hd..(i + 1) * hd];
-                for j in (0..full).step_by(16) {
-                    let dst = &mut out[i * out_stride + j..i * out_stride + j + 16];
-                    block16::<E>(qi, hd, &k[j * row..], row, dst);
-                }
-            }
-        }
-        let j0 = if hd >= 16 { full } else { 0 };
-        let mut i0 = 0;
-        while i0 < n_q {
-            let g = (n_q - i0).min(Q_GROUP);
-            for j in j0..n {
-                let kr = &k[j * row..j * row + hd];
-                for (gi, s) in group::<E>(&q[i0 * hd..(i0 + g) * hd], hd, kr, g)
-                    .into_iter()
-                    .take(g)
-                    .enumerate()
-                {
-                    out[(i0 + gi) * out_stride + j] = s;
-                }
-            }
-            i0 += g;
-        }
-    }
-
-    /// Dots of one query with 16 key rows (`k[j·row ..]`, `j < 16`) into `out[..16]`, in the
-    /// reference order. Safety: AVX-512F present; `k` holds 15·row + hd elements.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn block16<E: KeyElem>(q: &[f32], hd: usize, k: &[E], row: usize, out: &mut [f32]) {
-        assert!(k.len() >= 15 * row + hd && out.len() >= 16);
-        let body = hd / 16 * 16;
-        let mut acc = [_mm512_setzero_ps(); 16];
-        let mut c = 0;
-        while c < body {
-            let qc = _mm512_loadu_ps(q.as_ptr().add(c));
-            for (j, a) in acc.iter_mut().enumerate() {
-                let kc = E::load16(k.as_ptr().add(j * row + c));
-                *a = _mm512_add_ps(*a, _mm512_mul_ps(qc, kc));
-            }
-            c += 16;
-        }
-        _mm512_storeu_ps(out.as_mut_ptr(), reduce16(&acc));
-        for (j, s) in out[..16].iter_mut().enumerate() {
-            for d in body..hd {
-                *s += q[d] * k[j * row + d].to_f32();
-            }
-        }
-    }
-
-    /// Lane `j` of the result is the tree sum (`lanes::tree16`) of `acc[j]`: the same adds,
-    /// four keys per instruction (halves, quarters, pairs, last pair, then a permutation).
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn reduce16(acc: &[__m512; 16]) -> __m512 {
-        // b[m] quarters: s8[0..4], s8[4..8] of key 2m, then of key 2m + 1.
-        let b: [__m512; 8] = std::array::from_fn(|m| {
-            let (x, y) = (acc[2 * m], acc[2 * m + 1]);
-            _mm512_add_ps(
-                _mm512_shuffle_f32x4::<0x44>(x, y),
-                _mm512_shuffle_f32x4::<0xEE>(x, y),
-            )
-        });
-        // c[n] quarter r: s4 of key 4n + r.
-        let c: [__m512; 4] = std::array::from_fn(|n| {
-            let (x, y) = (b[2 * n], b[2 * n + 1]);
-            _mm512_add_ps(
-                _mm512_shuffle_f32x4::<0x88>(x, y),
-                _mm512_shuffle_f32x4::<0xDD>(x, y),
-            )
-        });
-        // d[u] quarter r: s2 of key 8u + r, then of key 8u + 4 + r.
-        let d: [__m512; 2] = std::array::from_fn(|u| {
-            let (x, y) = (_mm512_castps_pd(c[2 * u]), _mm512_castps_pd(c[2 * u + 1]));
-            _mm512_add_ps(
-                _mm512_castpd_ps(_mm512_unpacklo_pd(x, y)),
-                _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)),
-            )
-        });
-        // e lane 4r + c: key 4c + r.
-        let e = _mm512_add_ps(
-            _mm512_shuffle_ps::<0x88>(d[0], d[1]),
-            _mm512_shuffle_ps::<0xDD>(d[0], d[1]),
-        );
-        let idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-        _mm512_permutexvar_ps(idx, e)
-    }
-
-    /// Dots of up to [`Q_GROUP`] queries (`q`: `[g][hd]`) with one key row.
-    #[inline(always)]
-    unsafe fn group<E: KeyElem>(q: &[f32], hd: usize, k: &[E], g: usize) -> [f32; Q_GROUP] {
-        let mut acc = [_mm512_setzero_ps(); Q_GROUP];
-        let body = hd / 16 * 16;
-        let mut c = 0;
-        while c < body {
-            let kc = E::load16(k.as_ptr().add(c));
-            for (i, a) in acc.iter_mut().enumerate().take(g) {
-                let qc = _mm512_loadu_ps(q.as_ptr().add(i * hd + c));
-                *a = _mm512_add_ps(*a, _mm512_mul_ps(qc, kc));
-            }
-            c += 16;
-        }
-        let mut s = [0.0f32; Q_GROUP];
-        for i in 0..g {
-            let lo = _mm512_castps512_ps256(acc[i]);
-            let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1));
-            s[i] = super::avx2::tree8(_mm256_add_ps(lo, hi));
-            for d in body..hd {
-                s[i] += q[i * hd + d] * k[d].to_f32();
-            }
-        }
-        s
-    }
 
     /// Scores of `N ≤ 4` queries (`q`: `[N][hd]`) against all 64 columns of a transposed key
     /// tile (`kt`: `[hd][64]`) into `sc[i·64 + j]`: per score `Σ_d q[d]·k[d]` in order of `d`
@@ -231,7 +99,7 @@ pub(super) mod avx512 {
         while c < body {
             _mm512_storeu_ps(
                 dst.as_mut_ptr().add(c),
-                half::f16::load16(src.as_ptr().add(c)),
+                _mm512_cvtph_ps(_mm256_loadu_si256(src.as_ptr().add(c) as *const __m256i)),
             );
             c += 16;
         }
@@ -242,63 +110,7 @@ pub(super) mod avx512 {
 }
 
 pub(super) mod avx2 {
-    use super::super::lanes::{KeyElem, Q_GROUP};
     use std::arch::x86_64::*;
-
-    /// See `lanes::scores`. Safety: AVX2 and F16C present; bounds as asserted there.
-    #[target_feature(enable = "avx2,f16c")]
-    pub(in crate::ops::attention) unsafe fn scores<E: KeyElem>(
-        q: &[f32],
-        hd: usize,
-        k: &[E],
-        row: usize,
-        n: usize,
-        out: &mut [f32],
-        out_stride: usize,
-    ) {
-        let n_q = q.len() / hd;
-        let mut i0 = 0;
-        while i0 < n_q {
-            let g = (n_q - i0).min(Q_GROUP);
-            for j in 0..n {
-                let kr = &k[j * row..j * row + hd];
-                let s = group::<E>(&q[i0 * hd..(i0 + g) * hd], hd, kr, g);
-                for (gi, s) in s.into_iter().take(g).enumerate() {
-                    out[(i0 + gi) * out_stride + j] = s;
-                }
-            }
-            i0 += g;
-        }
-    }
-
-    /// Dots of up to [`Q_GROUP`] queries with one key row; lanes 0–7 and 8–15 of the
-    /// reference's 16 lanes are two registers.
-    #[inline(always)]
-    unsafe fn group<E: KeyElem>(q: &[f32], hd: usize, k: &[E], g: usize) -> [f32; Q_GROUP] {
-        let mut lo = [_mm256_setzero_ps(); Q_GROUP];
-        let mut hi = [_mm256_setzero_ps(); Q_GROUP];
-        let body = hd / 16 * 16;
-        let mut c = 0;
-        while c < body {
-            let k0 = E::load8(k.as_ptr().add(c));
-            let k1 = E::load8(k.as_ptr().add(c + 8));
-            for i in 0..g {
-                let q0 = _mm256_loadu_ps(q.as_ptr().add(i * hd + c));
-                let q1 = _mm256_loadu_ps(q.as_ptr().add(i * hd + c + 8));
-                lo[i] = _mm256_add_ps(lo[i], _mm256_mul_ps(q0, k0));
-                hi[i] = _mm256_add_ps(hi[i], _mm256_mul_ps(q1, k1));
-            }
-            c += 16;
-        }
-        let mut s = [0.0f32; Q_GROUP];
-        for i in 0..g {
-            s[i] = tree8(_mm256_add_ps(lo[i], hi[i]));
-            for d in body..hd {
-                s[i] += q[i * hd + d] * k[d].to_f32();
-            }
-        }
-        s
-    }
 
     /// The AVX2 form of `avx512::score_tile`: the scores of queries `i < N ≤ 2` against a
     /// transposed key tile, the same operations per score (`Σ_d q[d]·k[d]` in order of `d` from
@@ -377,14 +189,6 @@ pub(super) mod avx2 {
         body
     }
 
-    /// Sums 8 lanes: `i + 4`, then `i + 2`, then the last pair (the tail of `lanes::tree16`).
-    #[inline(always)]
-    pub(super) unsafe fn tree8(s8: __m256) -> f32 {
-        let s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-        let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-        _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)))
-    }
-
     /// See `lanes::extend_rounded_f16`. Safety: AVX2 and F16C present, equal lengths.
     #[target_feature(enable = "avx2,f16c")]
     pub(in crate::ops::attention) unsafe fn round_f16(src: &[f32], dst: &mut [f32]) {
@@ -409,7 +213,7 @@ pub(super) mod avx2 {
         while c < body {
             _mm256_storeu_ps(
                 dst.as_mut_ptr().add(c),
-                half::f16::load8(src.as_ptr().add(c)),
+                _mm256_cvtph_ps(_mm_loadu_si128(src.as_ptr().add(c) as *const __m128i)),
             );
             c += 8;
         }
