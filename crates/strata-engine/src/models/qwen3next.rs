@@ -55,7 +55,7 @@ pub struct HybridScratch {
 /// layers' caches `kv` (one per attention layer, in order) and the recurrent state `rec`,
 /// and writes the logits of all T positions (`all_logits`) or of the last into `ws.logits`.
 ///
-/// A batch of more than one token uses the chunked delta rule, one token the recurrent form.
+/// The delta rule runs token by token for any T (batch invariance).
 /// Errors: a token outside the vocabulary, unsupported weight types.
 #[allow(clippy::too_many_arguments)]
 pub fn forward_batch(

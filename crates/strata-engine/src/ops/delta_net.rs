@@ -8,12 +8,13 @@
 //! o = Sᵀq / √d_k
 //! ```
 //!
-//! S is `d_k × d_v`; stored transposed (`[d_v][d_k]`, ggml's layout). Two forms with the same
-//! result: [`delta_rule_recurrent`] (one token at a time: decode) and [`delta_rule_chunked`]
-//! (blocks of [`CHUNK`] tokens: prefill), after the chunkwise algorithm of Yang et al.
-//! ("Parallelizing Linear Transformers with the Delta Rule over Sequence Length", 2024).
-//! Semantics as llama.cpp's `ggml_gated_delta_net` (`ggml-cpu/ops.cpp`) and
-//! `llm_build_delta_net_base`.
+//! S is `d_k × d_v`; stored transposed (`[d_v][d_k]`, ggml's layout). [`delta_rule_recurrent`]
+//! runs it one token at a time for decode and prefill alike, so a position's output never
+//! depends on how many tokens came in its call (batch invariance). Semantics as llama.cpp's
+//! `ggml_gated_delta_net` (`ggml-cpu/ops.cpp`) and `llm_build_delta_net_base`. (A chunkwise
+//! form (Yang et al., "Parallelizing Linear Transformers with the Delta Rule over Sequence
+//! Length", 2024) computes the same in matrix products but rounds differently; it can return
+//! only as chunks aligned to absolute positions whose partial chunks round as full ones.)
 //!
 //! Value heads are independent (they share only read-only key heads), so both forms run
 //! groups of heads as tasks on the current pool ([`crate::pool::with_current`]). A head's
@@ -25,17 +26,12 @@ use std::cell::RefCell;
 use super::{axpy, dot, par_chunks};
 use crate::pool::{self, Blocks};
 
-/// Tokens per block of [`delta_rule_chunked`] (llama.cpp's chunk size for scalar gates).
-pub const CHUNK: usize = 64;
-
 /// Fewest state elements × tokens worth a pool task: heads are grouped until a task updates
 /// at least this much state. One 64 × 64 head of one decode token is a task of its own; a
 /// smaller head shares its task.
 const MIN_TASK_WORK: usize = 64 * 64;
 
 thread_local! {
-    /// Scratch of the chunked form; each worker has its own, grown once and reused.
-    static CHUNK_SCRATCH: RefCell<ChunkScratch> = RefCell::new(ChunkScratch::default());
     /// Outputs `[n_v_heads][T][d_v]` of a multi-token call, head-major so that each head's
     /// share is one slice (calling thread).
     static BY_HEAD: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -188,121 +184,6 @@ fn for_each_head(
             }
         }
     });
-}
-
-/// Scratch of one chunk of one head.
-#[derive(Default)]
-struct ChunkScratch {
-    /// Cumulative log decay `G[t] = Σ_{s≤t} log g_s` within the chunk.
-    cum: Vec<f32>,
-    /// `u[t] = β_t (v_t − S'_tᵀ k_t)`, the value actually written at t: `[C][d_v]`.
-    u: Vec<f32>,
-    /// `S0ᵀ x` for each row x of the chunk: `[C][d_v]`.
-    sx: Vec<f32>,
-}
-
-/// Same result as [`delta_rule_recurrent`], computed in blocks of [`CHUNK`] tokens.
-///
-/// Within a block starting from state S0, with γ_t = exp(G_t):
-/// `S_t = γ_t S0 + Σ_{s≤t} (γ_t/γ_s) k_s u_sᵀ`, so the written values solve the unit
-/// lower-triangular system (solved by forward substitution)
-/// `u_t = β_t (v_t − γ_t S0ᵀk_t − Σ_{s<t} (γ_t/γ_s)(k_t·k_s) u_s)`,
-/// the outputs are `o_t = (γ_t S0ᵀq_t + Σ_{s≤t} (γ_t/γ_s)(q_t·k_s) u_s) / √d_k`,
-/// and the block's state is `γ_C S0 + Σ_s (γ_C/γ_s) k_s u_sᵀ`. Ratios are `exp(G_t − G_s)`
-/// with t ≥ s, which never overflow.
-pub fn delta_rule_chunked(s: &DeltaShape, x: DeltaInputs<'_>, state: &mut [f32], out: &mut [f32]) {
-    let scale = 1.0 / (s.d_k as f32).sqrt();
-    for_each_head(s, x, state, out, |h, st, o| {
-        CHUNK_SCRATCH.with(|cell| {
-            let sc = &mut cell.borrow_mut();
-            let t_n = o.len() / s.d_v;
-            let mut t0 = 0;
-            while t0 < t_n {
-                let c_n = CHUNK.min(t_n - t0);
-                chunk(s, x, h, t0..t0 + c_n, st, o, scale, sc);
-                t0 += c_n;
-            }
-        })
-    });
-}
-
-/// One block `toks` of head `h`, whose state is `st` and outputs `o` (`[T][d_v]`); see
-/// [`delta_rule_chunked`].
-#[allow(clippy::too_many_arguments)]
-fn chunk(
-    s: &DeltaShape,
-    x: DeltaInputs<'_>,
-    h: usize,
-    toks: std::ops::Range<usize>,
-    st: &mut [f32],
-    o: &mut [f32],
-    scale: f32,
-    sc: &mut ChunkScratch,
-) {
-    let (dk, dv) = (s.d_k, s.d_v);
-    let (t0, c_n) = (toks.start, toks.len());
-    let row = |i: usize| x.rows(s, t0 + i, h);
-    sc.cum.clear();
-    let mut acc = 0.0f32;
-    for i in 0..c_n {
-        acc += row(i).g;
-        sc.cum.push(acc);
-    }
-    let g = &sc.cum;
-    let key = |i: usize| row(i).k;
-    // Written values u, by forward substitution.
-    sc.u.resize(c_n * dv, 0.0);
-    sc.sx.resize(c_n * dv, 0.0);
-    s0_times(st, dk, (0..c_n).map(key), &mut sc.sx);
-    for t in 0..c_n {
-        let rt = row(t);
-        let (done, rest) = sc.u.split_at_mut(t * dv);
-        let ut = &mut rest[..dv];
-        let gamma = g[t].exp();
-        let s0k = &sc.sx[t * dv..(t + 1) * dv];
-        for ((u, v), w) in ut.iter_mut().zip(rt.v).zip(s0k) {
-            *u = v - gamma * w;
-        }
-        for (sidx, us) in done.chunks_exact(dv).enumerate() {
-            let w = (g[t] - g[sidx]).exp() * dot(rt.k, key(sidx));
-            axpy(-w, us, ut);
-        }
-        ut.iter_mut().for_each(|v| *v *= rt.b);
-    }
-    // Outputs.
-    s0_times(st, dk, (0..c_n).map(|i| row(i).q), &mut sc.sx);
-    for t in 0..c_n {
-        let rt = row(t);
-        let ot = &mut o[(t0 + t) * dv..][..dv];
-        let gamma = g[t].exp();
-        for (oj, w) in ot.iter_mut().zip(&sc.sx[t * dv..(t + 1) * dv]) {
-            *oj = gamma * w;
-        }
-        for sidx in 0..=t {
-            let w = (g[t] - g[sidx]).exp() * dot(rt.q, key(sidx));
-            axpy(w, &sc.u[sidx * dv..(sidx + 1) * dv], ot);
-        }
-        ot.iter_mut().for_each(|v| *v *= scale);
-    }
-    // State at the end of the block.
-    let last = g[c_n - 1];
-    let gamma = last.exp();
-    for (j, st_row) in st.chunks_exact_mut(dk).enumerate() {
-        st_row.iter_mut().for_each(|v| *v *= gamma);
-        for ((sidx, gs), k) in g.iter().enumerate().zip((0..c_n).map(key)) {
-            axpy((last - gs).exp() * sc.u[sidx * dv + j], k, st_row);
-        }
-    }
-}
-
-/// `out[i] = S0ᵀ x_i` for each row `x_i`: `out[i][j] = row_j(S0) · x_i`.
-fn s0_times<'a>(st: &[f32], dk: usize, xs: impl Iterator<Item = &'a [f32]>, out: &mut [f32]) {
-    let dv = st.len() / dk;
-    for (xi, o) in xs.zip(out.chunks_exact_mut(dv)) {
-        for (oj, row) in o.iter_mut().zip(st.chunks_exact(dk)) {
-            *oj = dot(row, xi);
-        }
-    }
 }
 
 /// `x / √(Σx² + eps)` for every `d`-wide head of `x`, in place, computed as llama.cpp's

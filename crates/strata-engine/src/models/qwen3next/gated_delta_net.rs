@@ -3,7 +3,7 @@
 //! ```text
 //! q,k,v = split(silu(conv1d(W_qkv·x)))   z = W_gate·x   (β, α) = W_ba·x
 //! q, k ← l2_norm per head                β ← σ(β)        log g = softplus(α + dt_bias)·A
-//! o = delta_rule(q, k, v, g, β)          (recurrent for one token, chunked for more)
+//! o = delta_rule(q, k, v, g, β)          (the recurrent form, token by token)
 //! out = W_out · (rms_norm(o) per head ⊙ silu(z))
 //! ```
 //!
@@ -13,7 +13,7 @@ use crate::config::ModelConfig;
 use crate::error::EngineError;
 use crate::ops::conv1d::causal_conv1d;
 use crate::ops::delta_net::{
-    delta_rule_chunked, delta_rule_recurrent, l2_norm_heads_in_place, DeltaInputs, DeltaShape,
+    delta_rule_recurrent, l2_norm_heads_in_place, DeltaInputs, DeltaShape,
 };
 use crate::ops::gate::{mul_silu_in_place, sigmoid, silu_in_place, softplus};
 use crate::ops::linear::matmul;
@@ -83,11 +83,9 @@ pub(super) fn mixer(
         beta: &h.beta,
     };
     h.core.resize(t_n * vd, 0.0);
-    if t_n == 1 {
-        delta_rule_recurrent(&shape, inputs, &mut st.ssm, &mut h.core);
-    } else {
-        delta_rule_chunked(&shape, inputs, &mut st.ssm, &mut h.core);
-    }
+    // Token by token for any T, so a position's output never depends on how many tokens
+    // came in its call (batch invariance); the chunked form rounds differently.
+    delta_rule_recurrent(&shape, inputs, &mut st.ssm, &mut h.core);
 
     h.gated.resize(t_n, vd);
     let gated = h.gated.write();

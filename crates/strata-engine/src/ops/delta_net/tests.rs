@@ -119,30 +119,38 @@ fn recurrent_step_matches_the_naive_delta_rule() {
     }
 }
 
+/// A call of T tokens gives the bits of T calls of one token, for outputs and state: the
+/// delta rule's part of batch invariance.
 #[test]
-fn chunked_equals_recurrent_across_chunk_boundaries() {
-    for t_n in [1, 5, CHUNK, 150] {
+fn a_call_of_many_tokens_equals_one_call_per_token() {
+    for t_n in [2, 5, 150] {
         let c = case(t_n, 11 + t_n as u64);
         let s = c.shape;
-        let n_out = t_n * s.n_v_heads * s.d_v;
-        let (mut s_rec, mut s_chk) = (c.state.clone(), c.state.clone());
-        let (mut o_rec, mut o_chk) = (vec![0.0; n_out], vec![0.0; n_out]);
-        delta_rule_recurrent(&s, c.inputs(), &mut s_rec, &mut o_rec);
-        delta_rule_chunked(&s, c.inputs(), &mut s_chk, &mut o_chk);
-        let max_rel = |a: &[f32], b: &[f32]| {
-            let scale = b.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-            let d = a
-                .iter()
-                .zip(b)
-                .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
-            d / scale
-        };
-        assert!(max_rel(&o_chk, &o_rec) < 1e-5, "T={t_n}: outputs");
-        assert!(max_rel(&s_chk, &s_rec) < 1e-5, "T={t_n}: state");
+        let (nk, nv) = (s.n_k_heads, s.n_v_heads);
+        let mut s_all = c.state.clone();
+        let mut o_all = vec![0.0; t_n * nv * s.d_v];
+        delta_rule_recurrent(&s, c.inputs(), &mut s_all, &mut o_all);
+        let mut s_one = c.state.clone();
+        let mut o_one = Vec::new();
+        for t in 0..t_n {
+            let x = DeltaInputs {
+                q: &c.q[t * nk * s.d_k..(t + 1) * nk * s.d_k],
+                k: &c.k[t * nk * s.d_k..(t + 1) * nk * s.d_k],
+                v: &c.v[t * nv * s.d_v..(t + 1) * nv * s.d_v],
+                log_decay: &c.g[t * nv..(t + 1) * nv],
+                beta: &c.b[t * nv..(t + 1) * nv],
+            };
+            let mut o = vec![0.0; nv * s.d_v];
+            delta_rule_recurrent(&s, x, &mut s_one, &mut o);
+            o_one.extend_from_slice(&o);
+        }
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&o_all), bits(&o_one), "T={t_n}: outputs");
+        assert_eq!(bits(&s_all), bits(&s_one), "T={t_n}: state");
     }
 }
 
-/// Both forms give the same bits on pools of 1, 2 and 3 workers, with heads big enough to be
+/// The same bits on pools of 1, 2 and 3 workers, with heads big enough to be
 /// tasks of their own (decode) and a head count that does not divide evenly among workers.
 #[test]
 fn results_are_bit_identical_for_any_worker_count() {
@@ -162,30 +170,20 @@ fn results_are_bit_identical_for_any_worker_count() {
         .collect();
     for t_n in [1, 3, 70] {
         let c = case_of(shape, t_n, 40 + t_n as u64);
-        let run = |pool: &Pool, chunked: bool| {
+        let run = |pool: &Pool| {
             let mut state = c.state.clone();
             let mut out = vec![0.0; t_n * shape.n_v_heads * shape.d_v];
-            pool.install(|| {
-                if chunked {
-                    delta_rule_chunked(&shape, c.inputs(), &mut state, &mut out);
-                } else {
-                    delta_rule_recurrent(&shape, c.inputs(), &mut state, &mut out);
-                }
-            });
+            pool.install(|| delta_rule_recurrent(&shape, c.inputs(), &mut state, &mut out));
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             (bits(&state), bits(&out))
         };
-        for chunked in [false, true] {
-            let want = run(&pools[0], chunked);
-            for pool in &pools[1..] {
-                let got = run(pool, chunked);
-                let form = if chunked { "chunked" } else { "recurrent" };
-                assert!(
-                    got == want,
-                    "{form}, T={t_n}: {} workers change the result",
-                    pool.workers()
-                );
-            }
+        let want = run(&pools[0]);
+        for pool in &pools[1..] {
+            assert!(
+                run(pool) == want,
+                "T={t_n}: {} workers change the result",
+                pool.workers()
+            );
         }
     }
 }
@@ -217,15 +215,9 @@ fn grouped_heads_match_each_head_run_alone() {
     });
     for t_n in [1, 3] {
         let c = case_of(shape, t_n, 90 + t_n as u64);
-        for chunked in [false, true] {
+        {
             let call = |s: &DeltaShape, x: DeltaInputs<'_>, st: &mut [f32], out: &mut [f32]| {
-                pool.install(|| {
-                    if chunked {
-                        delta_rule_chunked(s, x, st, out)
-                    } else {
-                        delta_rule_recurrent(s, x, st, out)
-                    }
-                })
+                pool.install(|| delta_rule_recurrent(s, x, st, out))
             };
             let mut state = c.state.clone();
             let mut out = vec![0.0; t_n * nv * dv];
@@ -257,7 +249,7 @@ fn grouped_heads_match_each_head_run_alone() {
                 let mut o = vec![0.0; t_n * dv];
                 call(&one, x, &mut st, &mut o);
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                let form = if chunked { "chunked" } else { "recurrent" };
+                let form = "recurrent";
                 assert_eq!(
                     bits(&st),
                     bits(&state[h * dv * dk..(h + 1) * dv * dk]),

@@ -1,0 +1,223 @@
+//! Batch invariance: the logits of a position are bit-identical however the tokens before it
+//! were fed — in one call, one token at a time, or in calls of random sizes (speculative verify
+//! windows of 2–16 tokens, prefill chunks of any size) — on every CPU path this machine has
+//! (`STRATA_ISA`), for each architecture family (dense, qwen3moe, qwen3next; real and tiny).
+//!
+//! Each ISA runs in a child process of this test binary (the ISA is chosen once per process).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::tiny::tiny_dir;
+use common::*;
+use strata_engine::{KvType, Model};
+use strata_quant::Isa;
+
+/// Set in a child process: run the cases on this process's ISA instead of spawning.
+const CHILD_ENV: &str = "STRATA_BATCH_INVARIANCE_CHILD";
+
+/// Tokens of the sequence: more than one prefill chunk of the delta rule and past attention's
+/// decode key split (256).
+const N_TOKENS: usize = 320;
+
+/// A small deterministic generator (splitmix64) for the cut points.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Call sizes that add up to `n`: mostly verify windows (1–16), sometimes a prefill chunk
+/// (17–200).
+fn random_cuts(seed: u64, n: usize) -> Vec<usize> {
+    let mut rng = Rng(seed);
+    let mut cuts = Vec::new();
+    let mut left = n;
+    while left > 0 {
+        let size = if rng.below(4) == 0 {
+            17 + rng.below(184)
+        } else {
+            1 + rng.below(16)
+        };
+        let size = size.min(left);
+        cuts.push(size);
+        left -= size;
+    }
+    cuts
+}
+
+/// Logits bits `[n][n_vocab]` of every position of `tokens`, fed in calls of `cuts` sizes.
+fn logits_fed_as(model: &Model, tokens: &[u32], cuts: &[usize]) -> Vec<u32> {
+    let mut session = model.new_session(tokens.len() + 1, KvType::F16);
+    let (mut all, mut out, mut at) = (Vec::new(), Vec::new(), 0);
+    for &c in cuts {
+        model
+            .forward_all(&mut session, &tokens[at..at + c], &mut out)
+            .unwrap();
+        all.extend(out.iter().map(|v| v.to_bits()));
+        at += c;
+    }
+    all
+}
+
+fn prompt(model: &Model) -> Vec<u32> {
+    let text = std::fs::read_to_string(repo_root().join("tests/data/reference_text.txt")).unwrap();
+    let mut tokens = model.tokenizer().encode(&text, true, false);
+    assert!(tokens.len() >= N_TOKENS, "reference text is too short");
+    tokens.truncate(N_TOKENS);
+    tokens
+}
+
+/// The cases on this process's ISA: one call against one token at a time and against three
+/// seeds of random cuts.
+fn check_model(name: &str, path: &Path) {
+    assert!(
+        path.exists(),
+        "{} is missing: run .ci/run (strata pull, scripts/make_tiny_models.sh) first",
+        path.display()
+    );
+    let model = Model::load(path).unwrap();
+    let tokens = prompt(&model);
+    let n_vocab = model.config().n_vocab;
+    let want = logits_fed_as(&model, &tokens, &[tokens.len()]);
+    let mut feeds = vec![("one token at a time".to_string(), vec![1; tokens.len()])];
+    for seed in 1..=3 {
+        feeds.push((
+            format!("random cuts, seed {seed}"),
+            random_cuts(seed, tokens.len()),
+        ));
+    }
+    for (how, cuts) in feeds {
+        let got = logits_fed_as(&model, &tokens, &cuts);
+        let first = want
+            .chunks_exact(n_vocab)
+            .zip(got.chunks_exact(n_vocab))
+            .position(|(a, b)| a != b);
+        assert!(
+            first.is_none(),
+            "{name} on {}: fed {how} ({cuts:?}), logits of position {} differ from one call",
+            Isa::best(),
+            first.unwrap()
+        );
+    }
+}
+
+/// Which paths a test runs on.
+#[derive(Clone, Copy, PartialEq)]
+enum Paths {
+    /// Every ISA this CPU has, the scalar reference included.
+    All,
+    /// The SIMD paths: a real model on the scalar path takes minutes (the tiny models cover it).
+    Simd,
+}
+
+/// Runs `test` (this binary's test of that name) once per ISA this CPU has, each in a child
+/// process with `STRATA_ISA` set; in a child, runs `body` instead.
+fn on_every_isa(test: &str, paths: Paths, body: impl FnOnce()) {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        return body();
+    }
+    let exe = std::env::current_exe().unwrap();
+    let (mut ran, mut not_run) = (Vec::new(), Vec::new());
+    for isa in Isa::ALL {
+        if !isa.is_available() {
+            not_run.push(format!("{} (this CPU lacks it)", isa.name()));
+            continue;
+        }
+        if isa == Isa::Scalar && paths == Paths::Simd {
+            not_run.push("scalar (too slow for a real model; the tiny models run it)".into());
+            continue;
+        }
+        let out = Command::new(&exe)
+            .args([test, "--exact", "--nocapture", "--test-threads", "1"])
+            .env(CHILD_ENV, "1")
+            .env(strata_quant::ISA_ENV, isa.name())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{test} on {}:\n{}{}",
+            isa.name(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ran.push(isa.name());
+    }
+    println!(
+        "{test}: ran on {}; not run: {}",
+        ran.join(", "),
+        not_run.join(", ")
+    );
+}
+
+fn tiny(name: &str, ty: &str) -> PathBuf {
+    tiny_dir().join(format!("{name}/{name}-{ty}.gguf"))
+}
+
+#[test]
+fn logits_independent_of_feeding_smollm2() {
+    on_every_isa("logits_independent_of_feeding_smollm2", Paths::Simd, || {
+        check_model("smollm2-135m", &model_path("smollm2-135m"))
+    });
+}
+
+#[test]
+fn logits_independent_of_feeding_qwen25() {
+    on_every_isa("logits_independent_of_feeding_qwen25", Paths::Simd, || {
+        check_model("qwen2.5-coder-0.5b", &model_path("qwen2.5-coder-0.5b"))
+    });
+}
+
+#[test]
+fn logits_independent_of_feeding_gemma3() {
+    on_every_isa("logits_independent_of_feeding_gemma3", Paths::Simd, || {
+        check_model("gemma3-270m", &model_path("gemma3-270m"))
+    });
+}
+
+#[test]
+fn logits_independent_of_feeding_tiny_qwen3moe() {
+    on_every_isa(
+        "logits_independent_of_feeding_tiny_qwen3moe",
+        Paths::All,
+        || {
+            for ty in ["F32", "Q4_K_M"] {
+                check_model("qwen3moe-tiny", &tiny("qwen3moe-tiny", ty));
+            }
+        },
+    );
+}
+
+#[test]
+fn logits_independent_of_feeding_tiny_qwen3next() {
+    on_every_isa(
+        "logits_independent_of_feeding_tiny_qwen3next",
+        Paths::All,
+        || {
+            for ty in ["F32", "Q4_K_M"] {
+                check_model("qwen3next-tiny", &tiny("qwen3next-tiny", ty));
+            }
+        },
+    );
+}
+
+#[test]
+fn logits_independent_of_feeding_tiny_gemma3() {
+    on_every_isa(
+        "logits_independent_of_feeding_tiny_gemma3",
+        Paths::All,
+        || check_model("gemma3-tiny", &tiny("gemma3-tiny", "Q4_K_M")),
+    );
+}
