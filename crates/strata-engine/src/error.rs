@@ -34,4 +34,10 @@ pub enum EngineError {
     InvalidToken { id: u32, n_vocab: usize },
     #[error("the prompt is empty")]
     EmptyPrompt,
+    #[error("rows of a forward call must be ascending indices into its tokens")]
+    BadRows,
+    #[error("the checkpoint was taken from a session of another model or cache type")]
+    CheckpointMismatch,
+    #[error("--ubatch {0} is out of range (1 to 8192 tokens)")]
+    BadUbatch(usize),
 }

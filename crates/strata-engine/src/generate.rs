@@ -5,7 +5,7 @@ use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use crate::error::EngineError;
-use crate::model::{Model, UBATCH};
+use crate::model::Model;
 use crate::sampling::Sampler;
 use crate::session::Session;
 
@@ -52,7 +52,7 @@ impl GenerationStats {
 
 /// What a caller sees of a generation as it happens.
 pub trait Observer {
-    /// Called before each prompt batch of up to [`UBATCH`] tokens; `Break` cancels.
+    /// Called before each prompt batch of up to [`Model::ubatch`] tokens; `Break` cancels.
     fn before_prompt_batch(&mut self) -> ControlFlow<()> {
         ControlFlow::Continue(())
     }
@@ -107,7 +107,7 @@ pub fn generate(
 /// Generates up to `max_tokens` tokens after `prompt`, reporting to `observer`.
 ///
 /// The session keeps what it already holds in common with `prompt` (its longest common
-/// prefix) and computes only the rest, in batches of [`UBATCH`].
+/// prefix) and computes only the rest, in batches of [`Model::ubatch`].
 /// Errors: empty prompt, a prompt longer than the context, a token outside the vocabulary.
 pub fn generate_with(
     model: &Model,
@@ -134,7 +134,7 @@ pub fn generate_with(
         .count();
     // At least one prompt token must run to produce logits.
     session.truncate(common.min(prompt.len() - 1));
-    // A session with recurrent state restarts from 0 instead of rewinding (see `truncate`).
+    // A session with recurrent state goes back to a checkpoint at or below (see `truncate`).
     let cached = session.pos();
     let mut stats = GenerationStats {
         prompt_tokens: prompt.len(),
@@ -145,7 +145,7 @@ pub fn generate_with(
         finish: FinishReason::Cancelled,
     };
     let t0 = Instant::now();
-    for batch in prompt[cached..].chunks(UBATCH) {
+    for batch in prompt[cached..].chunks(model.ubatch()) {
         if observer.before_prompt_batch().is_break() {
             stats.prompt_time = t0.elapsed();
             return Ok(stats);

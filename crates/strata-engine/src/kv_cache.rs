@@ -1,10 +1,16 @@
-//! Per-layer key/value cache of attention layers.
+//! Per-layer key/value cache of attention layers, in pages that are allocated as the sequence
+//! grows: a session's memory follows the tokens in it, not its context limit.
 //!
-//! Layout: one buffer per layer and per K/V, `[position][n_kv_head · head_dim]`, sized for
-//! the session's context once at creation (no growth, no per-token allocation).
+//! Layout: per layer and per K/V, pages of [`KV_PAGE`] positions, each
+//! `[KV_PAGE][n_kv_head · head_dim]` in the storage type. A page is allocated when its first
+//! position is written and kept (reused) when the sequence is truncated.
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
+
+/// Positions per page: a multiple of attention's key tile (64) and segment (256), so a tile
+/// of keys never straddles two pages.
+pub const KV_PAGE: usize = 256;
 
 /// Element type of cached keys and values (`--kv f32|f16`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -13,6 +19,16 @@ pub enum KvType {
     /// llama.cpp's default cache type.
     #[default]
     F16,
+}
+
+impl KvType {
+    /// Bytes per cached element.
+    pub fn bytes(self) -> usize {
+        match self {
+            KvType::F32 => 4,
+            KvType::F16 => 2,
+        }
+    }
 }
 
 impl std::str::FromStr for KvType {
@@ -28,52 +44,100 @@ impl std::str::FromStr for KvType {
     }
 }
 
+/// Pages of one layer's keys or values.
+#[derive(Clone)]
 enum Store {
-    F32(Vec<f32>),
-    F16(Vec<f16>),
+    F32(Vec<Box<[f32]>>),
+    F16(Vec<Box<[f16]>>),
 }
 
 impl Store {
-    fn new(ty: KvType, len: usize) -> Store {
+    fn new(ty: KvType) -> Store {
         match ty {
-            KvType::F32 => Store::F32(vec![0.0; len]),
-            KvType::F16 => Store::F16(vec![f16::ZERO; len]),
+            KvType::F32 => Store::F32(Vec::new()),
+            KvType::F16 => Store::F16(Vec::new()),
         }
     }
 
-    fn write(&mut self, at: usize, src: &[f32]) {
+    fn n_pages(&self) -> usize {
         match self {
-            Store::F32(v) => v[at..at + src.len()].copy_from_slice(src),
-            Store::F16(v) => v[at..at + src.len()].convert_from_f32_slice(src),
+            Store::F32(p) => p.len(),
+            Store::F16(p) => p.len(),
         }
     }
 
-    fn read(&self, at: usize, dst: &mut [f32]) {
+    /// Allocates pages until `n_pages` exist.
+    fn grow(&mut self, n_pages: usize, row: usize) {
         match self {
-            Store::F32(v) => dst.copy_from_slice(&v[at..at + dst.len()]),
-            Store::F16(v) => v[at..at + dst.len()].convert_to_f32_slice(dst),
+            Store::F32(p) => p.resize_with(n_pages.max(p.len()), || {
+                vec![0.0; KV_PAGE * row].into_boxed_slice()
+            }),
+            Store::F16(p) => p.resize_with(n_pages.max(p.len()), || {
+                vec![f16::ZERO; KV_PAGE * row].into_boxed_slice()
+            }),
+        }
+    }
+
+    /// Writes `src` (one row) at position `pos`; its page exists.
+    fn write(&mut self, pos: usize, row: usize, src: &[f32]) {
+        let at = pos % KV_PAGE * row;
+        match self {
+            Store::F32(p) => p[pos / KV_PAGE][at..at + src.len()].copy_from_slice(src),
+            Store::F16(p) => p[pos / KV_PAGE][at..at + src.len()].convert_from_f32_slice(src),
+        }
+    }
+
+    fn rows(&self, row: usize) -> KvRows<'_> {
+        match self {
+            Store::F32(pages) => KvRows::F32(Paged { pages, row }),
+            Store::F16(pages) => KvRows::F16(Paged { pages, row }),
+        }
+    }
+
+    /// The first `n_pages` pages only (a snapshot's copy).
+    fn prefix(&self, n_pages: usize) -> Store {
+        match self {
+            Store::F32(p) => Store::F32(p[..n_pages.min(p.len())].to_vec()),
+            Store::F16(p) => Store::F16(p[..n_pages.min(p.len())].to_vec()),
         }
     }
 }
 
-/// One layer's keys or values in their storage type, `[position][n_kv_head · head_dim]`
-/// (bulk reads: attention converts a tile of positions at a time).
+/// One layer's cached keys or values in their storage type: rows of positions, found through
+/// their page (attention reads a tile of positions at a time, always inside one page).
+#[derive(Clone, Copy)]
+pub struct Paged<'a, T> {
+    pages: &'a [Box<[T]>],
+    /// Elements per position (`n_kv_head · head_dim`).
+    row: usize,
+}
+
+impl<'a, T> Paged<'a, T> {
+    /// The row of position `pos` (`n_kv_head · head_dim` elements). Panics if `pos` lies past
+    /// the allocated pages.
+    #[inline(always)]
+    pub fn row(&self, pos: usize) -> &'a [T] {
+        let at = pos % KV_PAGE * self.row;
+        &self.pages[pos / KV_PAGE][at..at + self.row]
+    }
+
+    /// The rows from position `pos` to the end of its page, `[position][row]` back to back
+    /// (a key tile in place).
+    #[inline(always)]
+    pub fn from(&self, pos: usize) -> &'a [T] {
+        &self.pages[pos / KV_PAGE][pos % KV_PAGE * self.row..]
+    }
+}
+
+/// One layer's keys or values in the storage type.
 #[derive(Clone, Copy)]
 pub enum KvRows<'a> {
-    F32(&'a [f32]),
-    F16(&'a [f16]),
-}
-
-impl Store {
-    fn rows(&self) -> KvRows<'_> {
-        match self {
-            Store::F32(v) => KvRows::F32(v),
-            Store::F16(v) => KvRows::F16(v),
-        }
-    }
+    F32(Paged<'a, f32>),
+    F16(Paged<'a, f16>),
 }
 
 /// Keys and values of one attention layer.
+#[derive(Clone)]
 pub struct LayerKv {
     k: Store,
     v: Store,
@@ -82,10 +146,16 @@ pub struct LayerKv {
 }
 
 impl LayerKv {
-    /// Stores the key and value rows (`row` elements each) of position `pos`.
+    /// Stores the key and value rows (`row` elements each) of position `pos`, allocating its
+    /// page if needed.
     pub fn write(&mut self, pos: usize, k: &[f32], v: &[f32]) {
-        self.k.write(pos * self.row, k);
-        self.v.write(pos * self.row, v);
+        let pages = pos / KV_PAGE + 1;
+        if self.k.n_pages() < pages {
+            self.k.grow(pages, self.row);
+            self.v.grow(pages, self.row);
+        }
+        self.k.write(pos, self.row, k);
+        self.v.write(pos, self.row, v);
     }
 
     /// True when keys and values are stored as f16.
@@ -93,35 +163,30 @@ impl LayerKv {
         matches!(self.k, Store::F16(_))
     }
 
-    /// Reads `dst.len()` key elements of position `pos` starting at element `offset` of its row.
-    #[inline]
-    pub fn read_k(&self, pos: usize, offset: usize, dst: &mut [f32]) {
-        self.k.read(pos * self.row + offset, dst);
-    }
-
-    /// Reads `dst.len()` value elements of position `pos` starting at element `offset`.
-    #[inline]
-    pub fn read_v(&self, pos: usize, offset: usize, dst: &mut [f32]) {
-        self.v.read(pos * self.row + offset, dst);
-    }
-
-    /// All cached keys, `[position][row_len()]`, in the storage type.
+    /// All cached keys, by position, in the storage type.
     pub fn k_rows(&self) -> KvRows<'_> {
-        self.k.rows()
+        self.k.rows(self.row)
     }
 
-    /// All cached values, `[position][row_len()]`, in the storage type.
+    /// All cached values, by position, in the storage type.
     pub fn v_rows(&self) -> KvRows<'_> {
-        self.v.rows()
+        self.v.rows(self.row)
     }
 
     /// Elements per position (`n_kv_head · head_dim`).
     pub fn row_len(&self) -> usize {
         self.row
     }
+
+    /// Bytes of the allocated pages.
+    pub fn size_bytes(&self) -> usize {
+        let elem = if self.is_f16() { 2 } else { 4 };
+        2 * self.k.n_pages() * KV_PAGE * self.row * elem
+    }
 }
 
-/// The KV cache of a session: one [`LayerKv`] per layer.
+/// The KV cache of a session: one [`LayerKv`] per attention layer.
+#[derive(Clone)]
 pub struct KvCache {
     pub layers: Vec<LayerKv>,
     n_ctx: usize,
@@ -129,13 +194,14 @@ pub struct KvCache {
 }
 
 impl KvCache {
-    /// A cache of `n_ctx` positions for `n_layer` layers with `row` elements per position.
-    /// Memory: `2 · n_layer · n_ctx · row · sizeof(ty)` bytes.
+    /// A cache of at most `n_ctx` positions for `n_layer` layers with `row` elements per
+    /// position. Allocates nothing yet: each layer takes
+    /// `2 · KV_PAGE · row · sizeof(ty)` bytes per page of positions written.
     pub fn new(n_layer: usize, n_ctx: usize, row: usize, ty: KvType) -> KvCache {
         let layers = (0..n_layer)
             .map(|_| LayerKv {
-                k: Store::new(ty, n_ctx * row),
-                v: Store::new(ty, n_ctx * row),
+                k: Store::new(ty),
+                v: Store::new(ty),
                 row,
             })
             .collect();
@@ -151,23 +217,72 @@ impl KvCache {
     pub fn kv_type(&self) -> KvType {
         self.ty
     }
+
+    /// Bytes of the allocated pages of every layer.
+    pub fn size_bytes(&self) -> usize {
+        self.layers.iter().map(LayerKv::size_bytes).sum()
+    }
+
+    /// A copy of the pages that hold positions `0..n` (a snapshot).
+    pub fn prefix(&self, n: usize) -> KvCache {
+        let pages = n.div_ceil(KV_PAGE);
+        KvCache {
+            layers: self
+                .layers
+                .iter()
+                .map(|l| LayerKv {
+                    k: l.k.prefix(pages),
+                    v: l.v.prefix(pages),
+                    row: l.row,
+                })
+                .collect(),
+            n_ctx: self.n_ctx,
+            ty: self.ty,
+        }
+    }
+
+    /// Takes `other`'s pages (same layout), keeping this cache's context limit.
+    pub fn copy_pages_from(&mut self, other: &KvCache) {
+        self.layers.clone_from(&other.layers);
+    }
+
+    /// Whether `other` has this cache's layer count, row width and element type.
+    pub fn same_layout(&self, other: &KvCache) -> bool {
+        self.ty == other.ty
+            && self.layers.len() == other.layers.len()
+            && self
+                .layers
+                .iter()
+                .zip(&other.layers)
+                .all(|(a, b)| a.row == b.row)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn read(rows: KvRows<'_>, pos: usize) -> Vec<f32> {
+        match rows {
+            KvRows::F32(p) => p.row(pos).to_vec(),
+            KvRows::F16(p) => p.row(pos).iter().map(|h| h.to_f32()).collect(),
+        }
+    }
+
     #[test]
-    fn rows_round_trip_through_both_types() {
+    fn rows_round_trip_through_both_types_across_pages() {
         for ty in [KvType::F32, KvType::F16] {
-            let mut c = KvCache::new(2, 4, 3, ty);
+            let mut c = KvCache::new(2, 4 * KV_PAGE, 3, ty);
+            assert_eq!(c.size_bytes(), 0, "nothing is allocated before a write");
             c.layers[1].write(2, &[1.0, 2.0, 3.0], &[-1.0, 0.5, 0.25]);
-            let mut k = [0.0f32; 2];
-            c.layers[1].read_k(2, 1, &mut k);
-            assert_eq!(k, [2.0, 3.0]);
-            let mut v = [0.0f32; 3];
-            c.layers[1].read_v(2, 0, &mut v);
-            assert_eq!(v, [-1.0, 0.5, 0.25]);
+            c.layers[1].write(KV_PAGE + 5, &[4.0, 5.0, 6.0], &[7.0, 8.0, 9.0]);
+            assert_eq!(read(c.layers[1].k_rows(), 2), [1.0, 2.0, 3.0]);
+            assert_eq!(read(c.layers[1].v_rows(), 2), [-1.0, 0.5, 0.25]);
+            assert_eq!(read(c.layers[1].k_rows(), KV_PAGE + 5), [4.0, 5.0, 6.0]);
+            assert_eq!(c.size_bytes(), 2 * 2 * KV_PAGE * 3 * ty.bytes());
+            let snap = c.prefix(3);
+            assert_eq!(snap.size_bytes(), 2 * KV_PAGE * 3 * ty.bytes());
+            assert!(snap.same_layout(&c));
         }
         assert_eq!("F16".parse::<KvType>(), Ok(KvType::F16));
         assert!("q9".parse::<KvType>().is_err());

@@ -19,8 +19,9 @@ pub mod session;
 pub mod tokenizer;
 pub mod topology;
 pub mod weights;
+pub mod workspace;
 
 pub use error::EngineError;
 pub use kv_cache::KvType;
-pub use model::Model;
-pub use session::Session;
+pub use model::{Model, SeqInput, SeqOutput, Want};
+pub use session::{Checkpoint, Session};

@@ -1,6 +1,10 @@
-//! A loaded model: memory-mapped GGUF, configuration, weights, tokenizer, chat template.
+//! A loaded model: memory-mapped GGUF, configuration, weights, tokenizer, chat template, and
+//! the runner that feeds tokens of one or many sessions through its graph.
 
+use std::ops::Range;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use strata_gguf::GgufModel;
 
@@ -13,9 +17,46 @@ use crate::residency;
 use crate::session::Session;
 use crate::tokenizer::Tokenizer;
 use crate::weights::{HybridWeights, Weights};
+use crate::workspace::{SeqRun, Workspace};
 
-/// Tokens per forward batch of a long prompt (llama.cpp's default `n_ubatch`).
+/// Default tokens per forward run (llama.cpp's default `n_ubatch`); see [`Model::set_ubatch`].
 pub const UBATCH: usize = 512;
+/// Largest accepted `--ubatch`.
+pub const MAX_UBATCH: usize = 8192;
+
+/// Which positions of a call's tokens a forward returns (logits, and hidden states if asked).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Want {
+    /// Nothing: the tokens only extend the state.
+    None,
+    /// The last token's.
+    #[default]
+    Last,
+    /// Every token's, in order.
+    All,
+    /// The tokens at these indices into the call's tokens, ascending.
+    Rows(Vec<usize>),
+}
+
+/// One sequence's part of a [`Model::forward_batch`] call.
+pub struct SeqInput<'a> {
+    pub session: &'a mut Session,
+    /// Tokens to append (at least one).
+    pub tokens: &'a [u32],
+    /// Whose logits to return.
+    pub want: Want,
+    /// Also return the final hidden states (the residual stream before the output norm,
+    /// `n_embd` per position) of the same positions: what an MTP draft head reads.
+    pub hidden: bool,
+}
+
+/// What [`Model::forward_batch`] returns for one sequence: `[rows][n_vocab]` logits and,
+/// if asked, `[rows][n_embd]` hidden states, for the rows its [`Want`] names, in order.
+#[derive(Clone, Debug, Default)]
+pub struct SeqOutput {
+    pub logits: Vec<f32>,
+    pub hidden: Vec<f32>,
+}
 
 /// The weights of one of the graphs this engine runs.
 enum Graph {
@@ -32,6 +73,10 @@ pub struct Model {
     weights: Graph,
     tokenizer: Tokenizer,
     chat_template: Option<ChatTemplate>,
+    /// The runner's activation buffers (one run at a time).
+    ws: Mutex<Workspace>,
+    /// Most tokens per run.
+    ubatch: AtomicUsize,
 }
 
 impl Model {
@@ -80,6 +125,8 @@ impl Model {
             weights,
             tokenizer,
             chat_template,
+            ws: Mutex::new(Workspace::default()),
+            ubatch: AtomicUsize::new(UBATCH),
         })
     }
 
@@ -103,7 +150,8 @@ impl Model {
         self.gguf
     }
 
-    /// A fresh session of `n_ctx` positions (0 = the model's training context).
+    /// A fresh session of `n_ctx` positions (0 = the model's training context). Its KV cache
+    /// takes memory as tokens are fed.
     pub fn new_session(&self, n_ctx: usize, kv_type: KvType) -> Session {
         let n = if n_ctx == 0 {
             self.config.n_ctx_train
@@ -111,6 +159,21 @@ impl Model {
             n_ctx
         };
         Session::new(&self.config, n, kv_type)
+    }
+
+    /// Most tokens per forward run (`--ubatch`): longer inputs run in pieces of this size,
+    /// which bounds the runner's activation memory. Results do not depend on it.
+    pub fn ubatch(&self) -> usize {
+        self.ubatch.load(Ordering::Relaxed)
+    }
+
+    /// Sets [`Model::ubatch`]. Errors: `n` outside `1..=8192`.
+    pub fn set_ubatch(&self, n: usize) -> Result<(), EngineError> {
+        if !(1..=MAX_UBATCH).contains(&n) {
+            return Err(EngineError::BadUbatch(n));
+        }
+        self.ubatch.store(n, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Appends `tokens` to the session and returns the logits (`n_vocab`) after the last one.
@@ -123,8 +186,17 @@ impl Model {
         tokens: &[u32],
     ) -> Result<&'s [f32], EngineError> {
         self.check(s, tokens)?;
-        for chunk in tokens.chunks(UBATCH) {
-            self.run_batch(s, chunk, false)?;
+        let mut ws = self.workspace();
+        let ub = self.ubatch();
+        let n_chunks = tokens.len().div_ceil(ub);
+        for (i, chunk) in tokens.chunks(ub).enumerate() {
+            let last = i + 1 == n_chunks;
+            let rows: &[usize] = if last { &[chunk.len() - 1] } else { &[] };
+            self.run_one(&mut ws, s, chunk, rows)?;
+            if last {
+                s.logits.clear();
+                s.logits.extend_from_slice(&ws.logits);
+            }
         }
         Ok(s.logits())
     }
@@ -139,11 +211,73 @@ impl Model {
     ) -> Result<(), EngineError> {
         self.check(s, tokens)?;
         out.clear();
-        for chunk in tokens.chunks(UBATCH) {
-            self.run_batch(s, chunk, true)?;
-            out.extend_from_slice(s.logits());
+        let mut ws = self.workspace();
+        for chunk in tokens.chunks(self.ubatch()) {
+            let rows: Vec<usize> = (0..chunk.len()).collect();
+            self.run_one(&mut ws, s, chunk, &rows)?;
+            out.extend_from_slice(&ws.logits);
         }
         Ok(())
+    }
+
+    /// One forward call over several sequences: every sequence's tokens are appended to its
+    /// session, and `out[i]` receives what `batch[i].want` asks for. Tokens of all sequences
+    /// share runs of up to [`Model::ubatch`] rows, so decoding N sequences one token each reads
+    /// every weight once for all N. Each position's results are bit-identical to feeding its
+    /// sequence alone (batch invariance).
+    ///
+    /// Errors (checked before anything runs): `out` shorter than `batch`, or for any sequence
+    /// empty tokens, a context overflow, a token outside the vocabulary, row indices out of
+    /// range or not ascending.
+    pub fn forward_batch(
+        &self,
+        batch: &mut [SeqInput<'_>],
+        out: &mut [SeqOutput],
+    ) -> Result<(), EngineError> {
+        assert!(out.len() >= batch.len(), "one output per sequence");
+        for b in batch.iter() {
+            self.check(b.session, b.tokens)?;
+            if let Want::Rows(r) = &b.want {
+                let ascending = r.windows(2).all(|w| w[0] < w[1]);
+                if !ascending || r.last().is_some_and(|l| *l >= b.tokens.len()) {
+                    return Err(EngineError::BadRows);
+                }
+            }
+        }
+        for o in out.iter_mut() {
+            o.logits.clear();
+            o.hidden.clear();
+        }
+        let mut ws = self.workspace();
+        let ub = self.ubatch();
+        // Cursor: next token of each sequence; runs take tokens in sequence order.
+        let mut next = vec![0usize; batch.len()];
+        let mut first = 0;
+        while first < batch.len() {
+            let mut parts: Vec<(usize, Range<usize>)> = Vec::new();
+            let mut room = ub;
+            for (i, b) in batch.iter().enumerate().skip(first) {
+                if room == 0 {
+                    break;
+                }
+                let take = (b.tokens.len() - next[i]).min(room);
+                parts.push((i, next[i]..next[i] + take));
+                room -= take;
+            }
+            self.run_parts(&mut ws, batch, &parts, out)?;
+            for (i, r) in &parts {
+                next[*i] = r.end;
+            }
+            while first < batch.len() && next[first] == batch[first].tokens.len() {
+                first += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn workspace(&self) -> std::sync::MutexGuard<'_, Workspace> {
+        // A panic inside a run leaves only scratch behind: the buffers are still usable.
+        self.ws.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn check(&self, s: &Session, tokens: &[u32]) -> Result<(), EngineError> {
@@ -164,31 +298,132 @@ impl Model {
         Ok(())
     }
 
-    fn run_batch(&self, s: &mut Session, tokens: &[u32], all: bool) -> Result<(), EngineError> {
+    /// Runs `tokens` of one session and leaves the logits of `rows` (ascending indices into
+    /// `tokens`) in `ws.logits`. Allocates nothing once the buffers have grown.
+    fn run_one(
+        &self,
+        ws: &mut Workspace,
+        s: &mut Session,
+        tokens: &[u32],
+        rows: &[usize],
+    ) -> Result<(), EngineError> {
         let pos0 = s.pos();
-        let cfg = &self.config;
-        match &self.weights {
-            Graph::Dense(w) => {
-                dense::forward_batch(cfg, w, &mut s.kv.layers, &mut s.ws, tokens, pos0, all)?
-            }
-            Graph::Hybrid(w) => {
-                let rec = s
-                    .recurrent
-                    .as_mut()
-                    .expect("sessions of a hybrid model have recurrent state");
-                qwen3next::forward_batch(
-                    cfg,
-                    w,
-                    &mut s.kv.layers,
-                    rec,
-                    &mut s.ws,
-                    tokens,
-                    pos0,
-                    all,
-                )?
-            }
+        let mut seq = [SeqRun {
+            kv: &mut s.kv.layers,
+            rec: s.recurrent.as_mut(),
+            pos0,
+            rows: 0..tokens.len(),
+        }];
+        self.run(ws, &mut seq, tokens)?;
+        if !rows.is_empty() {
+            self.output(ws, rows, false)?;
         }
         s.advance(tokens);
         Ok(())
+    }
+
+    /// One run over `parts` (sequence index, range of its tokens) of `batch`; appends each
+    /// sequence's wanted rows among those tokens to its output.
+    fn run_parts(
+        &self,
+        ws: &mut Workspace,
+        batch: &mut [SeqInput<'_>],
+        parts: &[(usize, Range<usize>)],
+        out: &mut [SeqOutput],
+    ) -> Result<(), EngineError> {
+        let mut tokens = Vec::new();
+        let mut seqs = Vec::with_capacity(parts.len());
+        let mut idx = parts.iter().map(|(i, _)| *i).peekable();
+        for (i, b) in batch.iter_mut().enumerate() {
+            if idx.peek() != Some(&i) {
+                continue;
+            }
+            idx.next();
+            let r = &parts[seqs.len()].1;
+            let at = tokens.len();
+            tokens.extend_from_slice(&b.tokens[r.clone()]);
+            let pos0 = b.session.pos();
+            seqs.push(SeqRun {
+                kv: &mut b.session.kv.layers,
+                rec: b.session.recurrent.as_mut(),
+                pos0,
+                rows: at..tokens.len(),
+            });
+        }
+        self.run(ws, &mut seqs, &tokens)?;
+        drop(seqs);
+        // The wanted rows of every sequence in this run, as run rows, and whose they are.
+        let (mut rows, mut owner) = (Vec::new(), Vec::new());
+        let mut at = 0;
+        for (i, r) in parts {
+            let b = &batch[*i];
+            let mut push = |x: usize| {
+                rows.push(at + x - r.start);
+                owner.push(*i);
+            };
+            match &b.want {
+                Want::None => {}
+                Want::Last if r.end == b.tokens.len() => push(r.end - 1),
+                Want::Last => {}
+                Want::All => r.clone().for_each(push),
+                Want::Rows(w) => w.iter().copied().filter(|x| r.contains(x)).for_each(push),
+            }
+            at += r.len();
+        }
+        let any_hidden = owner.iter().any(|i| batch[*i].hidden);
+        if !rows.is_empty() {
+            self.output(ws, &rows, any_hidden)?;
+        }
+        let (nv, d) = (self.config.n_vocab, self.config.n_embd);
+        for (k, i) in owner.iter().enumerate() {
+            out[*i]
+                .logits
+                .extend_from_slice(&ws.logits[k * nv..(k + 1) * nv]);
+            if batch[*i].hidden {
+                out[*i]
+                    .hidden
+                    .extend_from_slice(&ws.hidden[k * d..(k + 1) * d]);
+            }
+        }
+        for (i, r) in parts {
+            let b = &mut batch[*i];
+            b.session.advance(&b.tokens[r.clone()]);
+        }
+        Ok(())
+    }
+
+    /// The graph over the run's rows: every layer, leaving the final residual stream in `ws.x`.
+    fn run(
+        &self,
+        ws: &mut Workspace,
+        seqs: &mut [SeqRun<'_>],
+        tokens: &[u32],
+    ) -> Result<(), EngineError> {
+        ws.prepare(&self.config, tokens.len());
+        ws.pos.clear();
+        for s in seqs.iter() {
+            ws.pos.extend((0..s.rows.len()).map(|t| s.pos0 + t));
+        }
+        match &self.weights {
+            Graph::Dense(w) => dense::forward(&self.config, w, ws, seqs, tokens),
+            Graph::Hybrid(w) => qwen3next::forward(&self.config, w, ws, seqs, tokens),
+        }
+    }
+
+    /// Final norm and LM head of the run's `rows` (ascending) into `ws.logits`
+    /// (`[rows][n_vocab]`), and their residual stream into `ws.hidden` if asked.
+    fn output(&self, ws: &mut Workspace, rows: &[usize], hidden: bool) -> Result<(), EngineError> {
+        let (norm, head) = match &self.weights {
+            Graph::Dense(w) => (&w.output_norm, &w.output),
+            Graph::Hybrid(w) => (&w.output_norm, &w.output),
+        };
+        if hidden {
+            let d = self.config.n_embd;
+            ws.hidden.clear();
+            for r in rows {
+                ws.hidden.extend_from_slice(&ws.x[r * d..(r + 1) * d]);
+            }
+        }
+        dense::output(&self.config, norm, head, ws, rows)
     }
 }

@@ -1,59 +1,22 @@
-//! Sequence state of one conversation: KV cache, recurrent (Gated DeltaNet) state, position,
-//! and the reusable activation buffers of the forward pass.
+//! Sequence state of one conversation: attention KV cache, recurrent (Gated DeltaNet) state,
+//! the tokens fed and the position — and the logits of its last forward call. Scratch of the
+//! forward pass belongs to the model's runner ([`crate::workspace`]), not to a sequence.
+//!
+//! A session can be copied out whole ([`Session::snapshot`], [`Session::restore`]) and cut
+//! back ([`Session::truncate`]). The KV cache is positional, so cutting it back is free; a
+//! recurrent state summarises all its tokens, so the session keeps copies of it taken as it
+//! goes ([`RECURRENT_CHECKPOINTS`]) and truncating restores the latest one at or below the cut.
 
 use crate::config::ModelConfig;
+use crate::error::EngineError;
 use crate::kv_cache::{KvCache, KvType};
-use crate::models::qwen3next::HybridScratch;
-use crate::ops::linear::Activations;
-use crate::ops::moe::MoeScratch;
 use crate::recurrent_state::RecurrentState;
 
-/// Activation buffers, grown to the largest batch seen and then reused (no allocation
-/// per decoded token).
-#[derive(Default)]
-pub struct Workspace {
-    /// Residual stream `[T][n_embd]`.
-    pub x: Vec<f32>,
-    /// Normed input of a block `[T][n_embd]`.
-    pub xb: Activations,
-    /// Block output before the residual add `[T][n_embd]`.
-    pub xb2: Vec<f32>,
-    pub q: Vec<f32>,
-    pub k: Vec<f32>,
-    pub v: Vec<f32>,
-    /// Attention output `[T][n_head·head_dim]`.
-    pub att: Activations,
-    /// FFN gate and up projections `[T][n_ff]`.
-    pub hb: Activations,
-    pub hb2: Vec<f32>,
-    /// RoPE angles `[T][n_rot]` for full and windowed layers.
-    pub rope_cs: Vec<f32>,
-    pub rope_cs_swa: Vec<f32>,
-    /// Logits `[rows][n_vocab]` of the last forward call.
-    pub logits: Vec<f32>,
-    /// Buffers of the routed-expert FFN (MoE models).
-    pub moe: MoeScratch,
-    /// Buffers of the Gated DeltaNet and gated attention layers (Qwen3-Next).
-    pub hybrid: HybridScratch,
-}
-
-impl Workspace {
-    /// Sizes every buffer for a batch of `t` tokens.
-    pub fn prepare(&mut self, cfg: &ModelConfig, t: usize) {
-        let q = cfg.n_head * cfg.head_dim;
-        self.x.resize(t * cfg.n_embd, 0.0);
-        self.xb.resize(t, cfg.n_embd);
-        self.xb2.resize(t * cfg.n_embd, 0.0);
-        self.q.resize(t * q, 0.0);
-        self.k.resize(t * cfg.kv_row(), 0.0);
-        self.v.resize(t * cfg.kv_row(), 0.0);
-        self.att.resize(t, q);
-        self.hb.resize(t, cfg.n_ff);
-        self.hb2.resize(t * cfg.n_ff, 0.0);
-        self.rope_cs.resize(t * cfg.rope.n_rot, 0.0);
-        self.rope_cs_swa.resize(t * cfg.rope.n_rot, 0.0);
-    }
-}
+/// Recurrent-state copies a session keeps for [`Session::truncate`] (the newest ones).
+pub const RECURRENT_CHECKPOINTS: usize = 8;
+/// Decoded tokens between two automatic recurrent-state copies (a multi-token call always
+/// ends with one).
+pub const CHECKPOINT_EVERY: usize = 256;
 
 /// All state of one sequence. `pos` tokens have been processed and are in the cache.
 pub struct Session {
@@ -65,18 +28,54 @@ pub struct Session {
     pos: usize,
     /// Tokens that produced the cache, in order (length `pos`).
     tokens: Vec<u32>,
-    pub(crate) ws: Workspace,
+    /// Logits `[rows][n_vocab]` of the last forward call.
+    pub(crate) logits: Vec<f32>,
+    /// Copies of the recurrent state, by position, oldest first.
+    checkpoints: Vec<(usize, RecurrentState)>,
+}
+
+/// An owned copy of a session's state at one position ([`Session::snapshot`]).
+#[derive(Clone)]
+pub struct Checkpoint {
+    pos: usize,
+    tokens: Vec<u32>,
+    kv: KvCache,
+    recurrent: Option<RecurrentState>,
+}
+
+impl Checkpoint {
+    /// Tokens covered.
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// The tokens covered, in order.
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    /// Bytes held: the KV pages of the covered positions, the recurrent state and the tokens.
+    pub fn size_bytes(&self) -> usize {
+        self.kv.size_bytes()
+            + self
+                .recurrent
+                .as_ref()
+                .map_or(0, RecurrentState::size_bytes)
+            + 4 * self.tokens.len()
+    }
 }
 
 impl Session {
-    /// A session of `n_ctx` positions with a `kv_type` cache.
+    /// A session of at most `n_ctx` positions with a `kv_type` cache. The KV cache takes
+    /// memory as tokens are fed, not for `n_ctx` up front.
     pub fn new(cfg: &ModelConfig, n_ctx: usize, kv_type: KvType) -> Session {
         Session {
             kv: KvCache::new(cfg.n_attn_layers(), n_ctx, cfg.kv_row(), kv_type),
             recurrent: RecurrentState::new(cfg),
             pos: 0,
-            tokens: Vec::with_capacity(n_ctx),
-            ws: Workspace::default(),
+            tokens: Vec::new(),
+            logits: Vec::new(),
+            checkpoints: Vec::new(),
         }
     }
 
@@ -95,36 +94,130 @@ impl Session {
         &self.tokens
     }
 
-    /// Forgets every position from `n` on (n ≥ pos is a no-op). Later tokens overwrite them.
+    /// Logits `[rows][n_vocab]` of the last forward call.
+    pub fn logits(&self) -> &[f32] {
+        &self.logits
+    }
+
+    /// Bytes of sequence state held now: KV pages, recurrent state and its checkpoints.
+    pub fn size_bytes(&self) -> usize {
+        self.kv.size_bytes()
+            + self
+                .recurrent
+                .as_ref()
+                .map_or(0, RecurrentState::size_bytes)
+            + self
+                .checkpoints
+                .iter()
+                .map(|(_, r)| r.size_bytes())
+                .sum::<usize>()
+    }
+
+    /// Positions at which a copy of the recurrent state is kept (empty for models without
+    /// recurrent layers, where any position can be cut back to).
+    pub fn checkpoint_positions(&self) -> Vec<usize> {
+        self.checkpoints.iter().map(|(p, _)| *p).collect()
+    }
+
+    /// An owned copy of the whole state (KV pages of the positions in use, recurrent state,
+    /// tokens), to [`Session::restore`] later into this or another session of the same model.
+    pub fn snapshot(&self) -> Checkpoint {
+        Checkpoint {
+            pos: self.pos,
+            tokens: self.tokens.clone(),
+            kv: self.kv.prefix(self.pos),
+            recurrent: self.recurrent.clone(),
+        }
+    }
+
+    /// Puts the session in the state of `c`: continuing from it gives the logits, bit for bit,
+    /// that continuing the snapshotted session would have given.
     ///
-    /// A recurrent state cannot be rewound, so for models that have one (Qwen3-Next) any
-    /// `n < pos` empties the session instead: `pos()` becomes 0 and the caller must feed the
-    /// first `n` tokens again. Callers read `pos()` after truncating to know what is kept.
+    /// Errors: `c` comes from a model with other layers or from another KV type
+    /// ([`EngineError::CheckpointMismatch`]), or holds more tokens than this context.
+    pub fn restore(&mut self, c: &Checkpoint) -> Result<(), EngineError> {
+        let rec_ok = match (&self.recurrent, &c.recurrent) {
+            (Some(a), Some(b)) => a.same_layout(b),
+            (None, None) => true,
+            _ => false,
+        };
+        if !rec_ok || !self.kv.same_layout(&c.kv) {
+            return Err(EngineError::CheckpointMismatch);
+        }
+        if c.pos > self.n_ctx() {
+            return Err(EngineError::ContextFull {
+                needed: c.pos,
+                n_ctx: self.n_ctx(),
+            });
+        }
+        self.kv.copy_pages_from(&c.kv);
+        if let (Some(a), Some(b)) = (&mut self.recurrent, &c.recurrent) {
+            a.copy_from(b);
+        }
+        self.pos = c.pos;
+        self.tokens.clear();
+        self.tokens.extend_from_slice(&c.tokens);
+        self.checkpoints.clear();
+        self.checkpoint_recurrent();
+        Ok(())
+    }
+
+    /// Forgets every position from `n` on (`n ≥ pos` is a no-op); later tokens overwrite them.
+    ///
+    /// Without recurrent layers the session keeps exactly `n` tokens. With them, it goes back
+    /// to its latest recurrent checkpoint at or below `n` (position 0 if none), so `pos()` may
+    /// end below `n`: callers read `pos()` after truncating and feed the tokens from there.
     pub fn truncate(&mut self, n: usize) {
         if n >= self.pos {
             return;
         }
-        match &mut self.recurrent {
+        let keep = match &mut self.recurrent {
+            None => n,
             Some(r) => {
-                r.reset();
-                self.pos = 0;
-                self.tokens.clear();
+                self.checkpoints.retain(|(p, _)| *p <= n);
+                match self.checkpoints.last() {
+                    Some((p, c)) => {
+                        r.copy_from(c);
+                        *p
+                    }
+                    None => {
+                        r.reset();
+                        0
+                    }
+                }
             }
-            None => {
-                self.pos = n;
-                self.tokens.truncate(n);
-            }
-        }
+        };
+        self.pos = keep;
+        self.tokens.truncate(keep);
     }
 
-    /// Records that `tokens` were appended to the cache.
+    /// Records that `tokens` were appended to the cache in one forward call, and keeps a copy
+    /// of the recurrent state after a multi-token call or every [`CHECKPOINT_EVERY`] tokens.
     pub(crate) fn advance(&mut self, tokens: &[u32]) {
         self.pos += tokens.len();
         self.tokens.extend_from_slice(tokens);
+        if self.recurrent.is_none() {
+            return;
+        }
+        let last = self.checkpoints.last().map_or(0, |(p, _)| *p);
+        if tokens.len() > 1 || self.pos >= last + CHECKPOINT_EVERY {
+            self.checkpoint_recurrent();
+        }
     }
 
-    /// Logits `[rows][n_vocab]` of the last forward call.
-    pub fn logits(&self) -> &[f32] {
-        &self.ws.logits
+    /// Keeps a copy of the recurrent state at the current position (the oldest copy is dropped
+    /// beyond [`RECURRENT_CHECKPOINTS`]; its buffers are reused).
+    fn checkpoint_recurrent(&mut self) {
+        let Some(r) = &self.recurrent else { return };
+        if self.checkpoints.last().is_some_and(|(p, _)| *p == self.pos) {
+            return;
+        }
+        if self.checkpoints.len() == RECURRENT_CHECKPOINTS {
+            let (_, mut oldest) = self.checkpoints.remove(0);
+            oldest.copy_from(r);
+            self.checkpoints.push((self.pos, oldest));
+        } else {
+            self.checkpoints.push((self.pos, r.clone()));
+        }
     }
 }

@@ -13,40 +13,38 @@ use crate::ops::attention::{attention, AttnShape};
 use crate::ops::linear::{matmul, Matrix};
 use crate::ops::moe::moe_ffn;
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_in_place};
+use crate::ops::rope::Rope;
 use crate::ops::{add_in_place, par_chunks};
-use crate::session::Workspace;
 use crate::weights::{Ffn, LayerWeights, Weights};
+use crate::workspace::{SeqRun, Workspace};
 
-/// Runs `tokens` (one batch, positions `pos0..pos0+T`) through every layer and writes
-/// logits for all T positions (`all_logits`) or only the last into `ws.logits`.
-pub fn forward_batch(
+/// Runs the run's `tokens` (the rows of `seqs`, each sequence at its own positions) through
+/// every layer, leaving the final residual stream in `ws.x` (`[T][n_embd]`).
+pub fn forward(
     cfg: &ModelConfig,
     w: &Weights,
-    kv: &mut [LayerKv],
     ws: &mut Workspace,
+    seqs: &mut [SeqRun<'_>],
     tokens: &[u32],
-    pos0: usize,
-    all_logits: bool,
 ) -> Result<(), EngineError> {
-    let t_n = tokens.len();
-    ws.prepare(cfg, t_n);
     embed(cfg, &w.token_embd, tokens, &mut ws.x)?;
-    let n_rot = cfg.rope.n_rot;
-    for (rope, cs) in [
-        (&cfg.rope, &mut ws.rope_cs),
-        (&cfg.rope_swa, &mut ws.rope_cs_swa),
-    ] {
-        par_chunks(&mut cs[..t_n * n_rot], n_rot, |r, cs| {
-            for (t, cs) in cs.chunks_exact_mut(n_rot).enumerate() {
-                rope.angles(pos0 + r.start / n_rot + t, cs);
-            }
-        });
-    }
-    for (il, (lw, lkv)) in w.layers.iter().zip(kv.iter_mut()).enumerate() {
-        attention_block(cfg, il, lw, lkv, ws, pos0)?;
+    rope_angles(&cfg.rope, &ws.pos, &mut ws.rope_cs);
+    rope_angles(&cfg.rope_swa, &ws.pos, &mut ws.rope_cs_swa);
+    for (il, lw) in w.layers.iter().enumerate() {
+        attention_block(cfg, il, lw, seqs, ws)?;
         ffn_block(cfg, lw, ws)?;
     }
-    output(cfg, &w.output_norm, &w.output, ws, t_n, all_logits)
+    Ok(())
+}
+
+/// `cs[t] = angles(pos[t])` for every row (`cs`: `[T][n_rot]`).
+pub(crate) fn rope_angles(rope: &Rope, pos: &[usize], cs: &mut [f32]) {
+    let n_rot = rope.n_rot;
+    par_chunks(&mut cs[..pos.len() * n_rot], n_rot, |r, cs| {
+        for (t, cs) in cs.chunks_exact_mut(n_rot).enumerate() {
+            rope.angles(pos[r.start / n_rot + t], cs);
+        }
+    });
 }
 
 /// `x[t] = embd_scale · token_embd[tokens[t]]`.
@@ -76,9 +74,8 @@ fn attention_block(
     cfg: &ModelConfig,
     il: usize,
     lw: &LayerWeights,
-    kv: &mut LayerKv,
+    seqs: &mut [SeqRun<'_>],
     ws: &mut Workspace,
-    pos0: usize,
 ) -> Result<(), EngineError> {
     let hd = cfg.head_dim;
     rms_norm_rows(&ws.x, &lw.attn_norm, cfg.rms_eps, ws.xb.write());
@@ -100,13 +97,6 @@ fn attention_block(
     let (q_dim, kv_dim) = (cfg.n_head * hd, cfg.kv_row());
     rope.apply_rows(&mut ws.q, q_dim, hd, &cs[..]);
     rope.apply_rows(&mut ws.k, kv_dim, hd, &cs[..]);
-    for t in 0..ws.q.len() / q_dim {
-        kv.write(
-            pos0 + t,
-            &ws.k[t * kv_dim..(t + 1) * kv_dim],
-            &ws.v[t * kv_dim..(t + 1) * kv_dim],
-        );
-    }
     let shape = AttnShape {
         n_head: cfg.n_head,
         n_kv_head: cfg.n_head_kv,
@@ -114,13 +104,52 @@ fn attention_block(
         scale: cfg.attn_scale,
         window: if swa { cfg.sliding_window } else { None },
     };
-    attention(&ws.q, kv, pos0, &shape, ws.att.write());
+    let att = ws.att.write();
+    for seq in seqs.iter_mut() {
+        let kv = &mut seq.kv[il];
+        cache_and_attend(
+            seq.pos0,
+            seq.rows.clone(),
+            kv,
+            &ws.q,
+            &ws.k,
+            &ws.v,
+            &shape,
+            att,
+        );
+    }
     matmul(&lw.wo, None, &mut ws.att, &mut ws.xb2)?;
     if let Some(n) = &lw.post_attn_norm {
         rms_norm_rows_in_place(&mut ws.xb2, n, cfg.rms_eps);
     }
     add_in_place(&mut ws.x, &ws.xb2);
     Ok(())
+}
+
+/// Appends the keys and values of one sequence's `rows` (positions `pos0..`) to its cache and
+/// writes their attention outputs into `att` (all `[T][…]` of the run).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn cache_and_attend(
+    pos0: usize,
+    rows: std::ops::Range<usize>,
+    kv: &mut LayerKv,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    shape: &AttnShape,
+    att: &mut [f32],
+) {
+    let kv_dim = shape.n_kv_head * shape.head_dim;
+    let q_dim = shape.n_head * shape.head_dim;
+    for (t, r) in rows.clone().enumerate() {
+        kv.write(
+            pos0 + t,
+            &k[r * kv_dim..(r + 1) * kv_dim],
+            &v[r * kv_dim..(r + 1) * kv_dim],
+        );
+    }
+    let (a, b) = (rows.start * q_dim, rows.end * q_dim);
+    attention(&q[a..b], kv, pos0, shape, &mut att[a..b]);
 }
 
 /// norm → gate, up → SwiGLU / GeGLU → down (or the routed experts) → post-norm → residual.
@@ -150,26 +179,34 @@ fn ffn_block(cfg: &ModelConfig, lw: &LayerWeights, ws: &mut Workspace) -> Result
     Ok(())
 }
 
-/// Final norm and LM head for the last row (or all rows), then the optional soft cap.
+/// Final norm and LM head of `rows` (ascending row indices of `ws.x`) into `ws.logits`
+/// (`[rows][n_vocab]`), then the optional soft cap.
 pub(crate) fn output(
     cfg: &ModelConfig,
     output_norm: &[f32],
     output: &Matrix<'_>,
     ws: &mut Workspace,
-    t_n: usize,
-    all: bool,
+    rows: &[usize],
 ) -> Result<(), EngineError> {
     let d = cfg.n_embd;
-    let first = if all { 0 } else { t_n - 1 };
-    let rows = t_n - first;
-    ws.xb.resize(rows, d);
-    rms_norm_rows(
-        &ws.x[first * d..t_n * d],
-        output_norm,
-        cfg.rms_eps,
-        ws.xb.write(),
-    );
-    ws.logits.resize(rows * cfg.n_vocab, 0.0);
+    ws.xb.resize(rows.len(), d);
+    let xb = ws.xb.write();
+    let contiguous = rows.last().map(|l| l + 1 - rows[0]) == Some(rows.len());
+    if contiguous {
+        let r0 = rows[0];
+        rms_norm_rows(
+            &ws.x[r0 * d..(r0 + rows.len()) * d],
+            output_norm,
+            cfg.rms_eps,
+            xb,
+        );
+    } else {
+        for (i, r) in rows.iter().enumerate() {
+            let dst = &mut xb[i * d..(i + 1) * d];
+            rms_norm_rows(&ws.x[r * d..(r + 1) * d], output_norm, cfg.rms_eps, dst);
+        }
+    }
+    ws.logits.resize(rows.len() * cfg.n_vocab, 0.0);
     matmul(output, None, &mut ws.xb, &mut ws.logits)?;
     if let Some(cap) = cfg.final_logit_softcap {
         ws.logits

@@ -16,16 +16,14 @@ mod gated_delta_net;
 
 use crate::config::ModelConfig;
 use crate::error::EngineError;
-use crate::kv_cache::LayerKv;
-use crate::models::dense::{embed, output};
+use crate::models::dense::{embed, rope_angles};
 use crate::ops::add_in_place;
 use crate::ops::linear::Activations;
 use crate::ops::moe::moe_ffn;
 use crate::ops::norm::rms_norm_rows;
 use crate::ops::shared_expert::{shared_expert_add, SharedScratch};
-use crate::recurrent_state::RecurrentState;
-use crate::session::Workspace;
 use crate::weights::{HybridWeights, Mixer};
+use crate::workspace::{SeqRun, Workspace};
 
 /// Buffers of the hybrid layers, grown to the largest batch and reused.
 #[derive(Default)]
@@ -51,42 +49,31 @@ pub struct HybridScratch {
     shared: SharedScratch,
 }
 
-/// Runs `tokens` (positions `pos0 .. pos0+T`) through every layer, updating the attention
-/// layers' caches `kv` (one per attention layer, in order) and the recurrent state `rec`,
-/// and writes the logits of all T positions (`all_logits`) or of the last into `ws.logits`.
+/// Runs the run's `tokens` (the rows of `seqs`, each sequence at its own positions and with
+/// its own caches and recurrent state) through every layer, leaving the final residual stream
+/// in `ws.x` (`[T][n_embd]`).
 ///
-/// The delta rule runs token by token for any T (batch invariance).
 /// Errors: a token outside the vocabulary, unsupported weight types.
-#[allow(clippy::too_many_arguments)]
-pub fn forward_batch(
+pub fn forward(
     cfg: &ModelConfig,
     w: &HybridWeights,
-    kv: &mut [LayerKv],
-    rec: &mut RecurrentState,
     ws: &mut Workspace,
+    seqs: &mut [SeqRun<'_>],
     tokens: &[u32],
-    pos0: usize,
-    all_logits: bool,
 ) -> Result<(), EngineError> {
-    let t_n = tokens.len();
-    ws.prepare(cfg, t_n);
     embed(cfg, &w.token_embd, tokens, &mut ws.x)?;
-    let n_rot = cfg.rope.n_rot;
-    for t in 0..t_n {
-        cfg.rope
-            .angles(pos0 + t, &mut ws.rope_cs[t * n_rot..(t + 1) * n_rot]);
-    }
-    let (mut kv_layers, mut rec_layers) = (kv.iter_mut(), rec.layers.iter_mut());
+    rope_angles(&cfg.rope, &ws.pos, &mut ws.rope_cs);
+    let (mut i_attn, mut i_rec) = (0, 0);
     for lw in &w.layers {
         rms_norm_rows(&ws.x, &lw.attn_norm, cfg.rms_eps, ws.xb.write());
         match &lw.mixer {
             Mixer::DeltaNet(m) => {
-                let st = rec_layers.next().expect("one state per recurrent layer");
-                gated_delta_net::mixer(cfg, m, st, ws)?;
+                gated_delta_net::mixer(cfg, m, i_rec, seqs, ws)?;
+                i_rec += 1;
             }
             Mixer::Attention(m) => {
-                let lkv = kv_layers.next().expect("one cache per attention layer");
-                gated_attention::mixer(cfg, m, lkv, ws, pos0)?;
+                gated_attention::mixer(cfg, m, i_attn, seqs, ws)?;
+                i_attn += 1;
             }
         }
         add_in_place(&mut ws.x, &ws.xb2);
@@ -95,5 +82,5 @@ pub fn forward_batch(
         shared_expert_add(&lw.shared, &mut ws.xb, &mut ws.xb2, &mut ws.hybrid.shared)?;
         add_in_place(&mut ws.x, &ws.xb2);
     }
-    output(cfg, &w.output_norm, &w.output, ws, t_n, all_logits)
+    Ok(())
 }

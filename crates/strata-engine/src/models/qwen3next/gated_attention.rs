@@ -6,25 +6,25 @@
 
 use crate::config::ModelConfig;
 use crate::error::EngineError;
-use crate::kv_cache::LayerKv;
-use crate::ops::attention::{attention, AttnShape};
+use crate::models::dense::cache_and_attend;
+use crate::ops::attention::AttnShape;
 use crate::ops::gate::sigmoid;
 use crate::ops::linear::matmul;
 use crate::ops::norm::rms_norm_rows_in_place;
-use crate::session::Workspace;
 use crate::weights::GatedAttnWeights;
+use crate::workspace::{SeqRun, Workspace};
 
-/// Writes the mixer output for the T normed rows in `ws.xb` (positions `pos0..`) to `ws.xb2`,
-/// appending their keys and values to `kv`.
+/// Writes the mixer output for the T normed rows in `ws.xb` to `ws.xb2`, appending each
+/// sequence's keys and values to its cache of attention layer `i_attn`.
 pub(super) fn mixer(
     cfg: &ModelConfig,
     m: &GatedAttnWeights,
-    kv: &mut LayerKv,
+    i_attn: usize,
+    seqs: &mut [SeqRun<'_>],
     ws: &mut Workspace,
-    pos0: usize,
 ) -> Result<(), EngineError> {
     let (hd, nh) = (cfg.head_dim, cfg.n_head);
-    let (q_dim, kv_dim, n_rot) = (nh * hd, cfg.kv_row(), cfg.rope.n_rot);
+    let (q_dim, kv_dim) = (nh * hd, cfg.kv_row());
     let t_n = ws.xb2.len() / cfg.n_embd;
     let qg = &mut ws.hybrid.qg;
     qg.resize(t_n * 2 * q_dim, 0.0);
@@ -37,18 +37,8 @@ pub(super) fn mixer(
     }
     rms_norm_rows_in_place(&mut ws.q, &m.q_norm, cfg.rms_eps);
     rms_norm_rows_in_place(&mut ws.k, &m.k_norm, cfg.rms_eps);
-    for t in 0..t_n {
-        let angles = &ws.rope_cs[t * n_rot..(t + 1) * n_rot];
-        cfg.rope
-            .apply(&mut ws.q[t * q_dim..(t + 1) * q_dim], hd, angles);
-        cfg.rope
-            .apply(&mut ws.k[t * kv_dim..(t + 1) * kv_dim], hd, angles);
-        kv.write(
-            pos0 + t,
-            &ws.k[t * kv_dim..(t + 1) * kv_dim],
-            &ws.v[t * kv_dim..(t + 1) * kv_dim],
-        );
-    }
+    cfg.rope.apply_rows(&mut ws.q, q_dim, hd, &ws.rope_cs);
+    cfg.rope.apply_rows(&mut ws.k, kv_dim, hd, &ws.rope_cs);
     let shape = AttnShape {
         n_head: nh,
         n_kv_head: cfg.n_head_kv,
@@ -56,7 +46,20 @@ pub(super) fn mixer(
         scale: cfg.attn_scale,
         window: None,
     };
-    attention(&ws.q, kv, pos0, &shape, ws.att.write());
+    let att = ws.att.write();
+    for seq in seqs.iter_mut() {
+        let kv = &mut seq.kv[i_attn];
+        cache_and_attend(
+            seq.pos0,
+            seq.rows.clone(),
+            kv,
+            &ws.q,
+            &ws.k,
+            &ws.v,
+            &shape,
+            att,
+        );
+    }
     for (o, pair) in ws
         .att
         .write()

@@ -19,15 +19,25 @@ use crate::ops::gate::{mul_silu_in_place, sigmoid, silu_in_place, softplus};
 use crate::ops::linear::matmul;
 use crate::ops::norm::rms_norm_rows;
 use crate::recurrent_state::DeltaState;
-use crate::session::Workspace;
 use crate::weights::DeltaNetWeights;
+use crate::workspace::{SeqRun, Workspace};
+
+/// A sequence's state of recurrent layer `i_rec`.
+fn layer_state<'s>(seq: &'s mut SeqRun<'_>, i_rec: usize) -> &'s mut DeltaState {
+    let rec = seq
+        .rec
+        .as_mut()
+        .expect("sessions of a hybrid model have recurrent state");
+    &mut rec.layers[i_rec]
+}
 
 /// Writes the mixer output for the T normed rows in `ws.xb` to `ws.xb2` (`[T][n_embd]`),
-/// advancing the layer's convolution and delta-rule state.
+/// advancing each sequence's convolution and delta-rule state of recurrent layer `i_rec`.
 pub(super) fn mixer(
     cfg: &ModelConfig,
     m: &DeltaNetWeights,
-    st: &mut DeltaState,
+    i_rec: usize,
+    seqs: &mut [SeqRun<'_>],
     ws: &mut Workspace,
 ) -> Result<(), EngineError> {
     let s = cfg.ssm.as_ref().expect("qwen3next has an ssm config");
@@ -42,7 +52,11 @@ pub(super) fn mixer(
     matmul(&m.wgate, None, &mut ws.xb, &mut h.z)?;
     matmul(&m.wba, None, &mut ws.xb, &mut h.ba)?;
 
-    causal_conv1d(&h.qkv, &m.conv, &mut st.conv, &mut h.conv);
+    for seq in seqs.iter_mut() {
+        let r = seq.rows.start * cd..seq.rows.end * cd;
+        let st = layer_state(seq, i_rec);
+        causal_conv1d(&h.qkv[r.clone()], &m.conv, &mut st.conv, &mut h.conv[r]);
+    }
     silu_in_place(&mut h.conv);
     h.q.clear();
     h.k.clear();
@@ -75,17 +89,26 @@ pub(super) fn mixer(
         d_k: s.head_k_dim,
         d_v: s.head_v_dim,
     };
-    let inputs = DeltaInputs {
-        q: &h.q,
-        k: &h.k,
-        v: &h.v,
-        log_decay: &h.log_decay,
-        beta: &h.beta,
-    };
     h.core.resize(t_n * vd, 0.0);
-    // Token by token for any T, so a position's output never depends on how many tokens
-    // came in its call (batch invariance); the chunked form rounds differently.
-    delta_rule_recurrent(&shape, inputs, &mut st.ssm, &mut h.core);
+    for seq in seqs.iter_mut() {
+        let rows = seq.rows.clone();
+        let st = layer_state(seq, i_rec);
+        let (kr, vr, hr) = (
+            rows.start * kd..rows.end * kd,
+            rows.start * vd..rows.end * vd,
+            rows.start * nv..rows.end * nv,
+        );
+        let inputs = DeltaInputs {
+            q: &h.q[kr.clone()],
+            k: &h.k[kr],
+            v: &h.v[vr.clone()],
+            log_decay: &h.log_decay[hr.clone()],
+            beta: &h.beta[hr],
+        };
+        // Token by token for any T, so a position's output never depends on how many tokens
+        // came in its call (batch invariance); the chunked form rounds differently.
+        delta_rule_recurrent(&shape, inputs, &mut st.ssm, &mut h.core[vr]);
+    }
 
     h.gated.resize(t_n, vd);
     let gated = h.gated.write();

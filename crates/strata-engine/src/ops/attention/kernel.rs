@@ -163,12 +163,13 @@ impl Scratch {
     fn load_keys(&mut self, job: &Job<'_>, tile0: usize, range: Range<usize>) {
         let hd = job.s.head_dim;
         let (j0, n) = (range.start - tile0, range.len());
+        let head = job.g * hd..(job.g + 1) * hd;
         for p in range {
-            let (j, at) = (p - tile0, p * job.row + job.g * hd);
+            let j = p - tile0;
             let dst = &mut self.krow[j * hd..(j + 1) * hd];
             match job.k {
-                KvRows::F16(k) => lanes::convert_f16(job.isa, &k[at..at + hd], dst),
-                KvRows::F32(k) => dst.copy_from_slice(&k[at..at + hd]),
+                KvRows::F16(k) => lanes::convert_f16(job.isa, &k.row(p)[head.clone()], dst),
+                KvRows::F32(k) => dst.copy_from_slice(&k.row(p)[head.clone()]),
             }
         }
         for d in 0..hd {
@@ -181,7 +182,7 @@ impl Scratch {
 
     /// The values of positions `range` (inside the tile at `tile0`): an f16 cache is converted
     /// into `self.v` (returns `None`, stride `hd`); an f32 cache is read in place (returns the
-    /// cache from position `tile0` on, stride `row`).
+    /// cache's page from position `tile0` on, stride `row`).
     #[inline(always)]
     fn values<'v>(
         &mut self,
@@ -192,13 +193,15 @@ impl Scratch {
         let hd = job.s.head_dim;
         match job.v {
             KvRows::F16(v) => {
+                let head = job.g * hd..(job.g + 1) * hd;
                 for p in range {
-                    let (j, at) = (p - tile0, p * job.row + job.g * hd);
-                    lanes::convert_f16(job.isa, &v[at..at + hd], &mut self.v[j * hd..(j + 1) * hd]);
+                    let dst = &mut self.v[(p - tile0) * hd..(p - tile0 + 1) * hd];
+                    lanes::convert_f16(job.isa, &v.row(p)[head.clone()], dst);
                 }
                 (None, hd)
             }
-            KvRows::F32(v) => (Some(&v[tile0 * job.row + job.g * hd..]), job.row),
+            // A tile lies inside one page (`KV_PAGE` is a multiple of `K_TILE`).
+            KvRows::F32(v) => (Some(&v.from(tile0)[job.g * hd..]), job.row),
         }
     }
 }
