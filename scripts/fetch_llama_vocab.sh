@@ -32,7 +32,7 @@ fi
 mkdir -p "$CACHE" "$DEST"
 if [[ ! -s "$TARBALL" ]]; then
     echo "downloading llama-cpp-python==$VERSION source into $CACHE"
-    python3 -m pip download --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$CACHE"
+    python3 -m pip download --no-deps --no-binary llama-cpp-python "llama-cpp-python==$VERSION" -d "$CACHE"
 fi
 
 tmp="$(mktemp -d)"

@@ -19,7 +19,7 @@ fi
 src="$cache/src/llama_cpp_python-0.3.36"
 if [[ ! -f "$src/vendor/llama.cpp/convert_hf_to_gguf.py" ]]; then
   mkdir -p "$cache/src"
-  python3 -m pip download -q --no-deps --no-binary :all: -d "$cache/src" llama-cpp-python==0.3.36
+  python3 -m pip download -q --no-deps --no-binary llama-cpp-python -d "$cache/src" llama-cpp-python==0.3.36
   tar -xzf "$cache/src/llama_cpp_python-0.3.36.tar.gz" -C "$cache/src"
 fi
 export STRATA_LLAMA_CPP_SRC="$src/vendor/llama.cpp"

@@ -9,7 +9,7 @@
 
 use crate::config::ModelConfig;
 use crate::error::EngineError;
-use crate::kv_cache::{KvCache, KvType};
+use crate::kv_cache::{KvCache, KvType, KV_PAGE};
 use crate::recurrent_state::RecurrentState;
 
 /// Recurrent-state copies a session keeps for [`Session::truncate`] (the newest ones).
@@ -195,6 +195,11 @@ impl Session {
     /// of the recurrent state after a multi-token call or every [`CHECKPOINT_EVERY`] tokens.
     pub(crate) fn advance(&mut self, tokens: &[u32]) {
         self.pos += tokens.len();
+        // Grown a KV page at a time, as the cache is: no allocation per decoded token.
+        let need = self.pos.div_ceil(KV_PAGE) * KV_PAGE;
+        if self.tokens.capacity() < need {
+            self.tokens.reserve_exact(need - self.tokens.len());
+        }
         self.tokens.extend_from_slice(tokens);
         if self.recurrent.is_none() {
             return;

@@ -1,7 +1,9 @@
 //! Batch invariance: the logits of a position are bit-identical however the tokens before it
-//! were fed — in one call, one token at a time, or in calls of random sizes (speculative verify
-//! windows of 2–16 tokens, prefill chunks of any size) — on every CPU path this machine has
-//! (`STRATA_ISA`), for each architecture family (dense, qwen3moe, qwen3next; real and tiny).
+//! were fed — in one call, one token at a time, in calls of random sizes (speculative verify
+//! windows of 2–16 tokens, prefill chunks of any size), with a snapshot restored into a fresh
+//! session in the middle, with small micro-batches (`--ubatch`), or beside two other sequences
+//! in the same forward calls — on every CPU path this machine has (`STRATA_ISA`), for each
+//! architecture family (dense, qwen3moe, qwen3next; real and tiny).
 //!
 //! Each ISA runs in a child process of this test binary (the ISA is chosen once per process).
 
@@ -12,7 +14,7 @@ use std::process::Command;
 
 use common::tiny::tiny_dir;
 use common::*;
-use strata_engine::{KvType, Model};
+use strata_engine::{KvType, Model, SeqInput, SeqOutput, Want};
 use strata_quant::Isa;
 
 /// Set in a child process: run the cases on this process's ISA instead of spawning.
@@ -72,6 +74,81 @@ fn logits_fed_as(model: &Model, tokens: &[u32], cuts: &[usize]) -> Vec<u32> {
     all
 }
 
+/// [`logits_fed_as`], but after the first `at` tokens the session is snapshotted and the rest
+/// is fed into a fresh session restored from the snapshot.
+fn logits_across_restore(model: &Model, tokens: &[u32], at: usize) -> Vec<u32> {
+    let mut first = model.new_session(tokens.len() + 1, KvType::F16);
+    let mut out = Vec::new();
+    model
+        .forward_all(&mut first, &tokens[..at], &mut out)
+        .unwrap();
+    let mut all: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+    let snap = first.snapshot();
+    assert_eq!(snap.pos(), at);
+    assert!(snap.size_bytes() > 0);
+    // Something else happens to the first session; the snapshot is independent of it.
+    first.truncate(1);
+    model.forward(&mut first, &tokens[at..at + 3]).unwrap();
+    let mut second = model.new_session(tokens.len() + 1, KvType::F16);
+    second.restore(&snap).unwrap();
+    model
+        .forward_all(&mut second, &tokens[at..], &mut out)
+        .unwrap();
+    all.extend(out.iter().map(|v| v.to_bits()));
+    all
+}
+
+/// Logits bits of every position of three sequences fed together: each call carries a piece
+/// of every unfinished sequence, the pieces cut at random.
+fn logits_batched(model: &Model, seqs: &[Vec<u32>], seed: u64) -> Vec<Vec<u32>> {
+    let mut sessions: Vec<_> = seqs
+        .iter()
+        .map(|t| model.new_session(t.len() + 1, KvType::F16))
+        .collect();
+    let cuts: Vec<Vec<usize>> = (0..seqs.len())
+        .map(|i| random_cuts(seed * 10 + i as u64, seqs[i].len()))
+        .collect();
+    let mut got = vec![Vec::new(); seqs.len()];
+    let mut at = vec![0usize; seqs.len()];
+    let mut step = 0;
+    loop {
+        let mut batch = Vec::new();
+        let mut which = Vec::new();
+        for (i, s) in sessions.iter_mut().enumerate() {
+            let Some(&c) = cuts[i].get(step) else {
+                continue;
+            };
+            batch.push(SeqInput {
+                session: s,
+                tokens: &seqs[i][at[i]..at[i] + c],
+                want: Want::All,
+                hidden: false,
+            });
+            which.push(i);
+            at[i] += c;
+        }
+        if batch.is_empty() {
+            break;
+        }
+        let mut out = vec![SeqOutput::default(); batch.len()];
+        model.forward_batch(&mut batch, &mut out).unwrap();
+        for (o, i) in out.iter().zip(which) {
+            got[i].extend(o.logits.iter().map(|v| v.to_bits()));
+        }
+        step += 1;
+    }
+    got
+}
+
+fn first_difference(want: &[u32], got: &[u32], n_vocab: usize) -> Option<usize> {
+    if want.len() != got.len() {
+        return Some(want.len().min(got.len()) / n_vocab);
+    }
+    want.chunks_exact(n_vocab)
+        .zip(got.chunks_exact(n_vocab))
+        .position(|(a, b)| a != b)
+}
+
 fn prompt(model: &Model) -> Vec<u32> {
     let text = std::fs::read_to_string(repo_root().join("tests/data/reference_text.txt")).unwrap();
     let mut tokens = model.tokenizer().encode(&text, true, false);
@@ -80,8 +157,9 @@ fn prompt(model: &Model) -> Vec<u32> {
     tokens
 }
 
-/// The cases on this process's ISA: one call against one token at a time and against three
-/// seeds of random cuts.
+/// The cases on this process's ISA: one call against one token at a time, three seeds of
+/// random cuts, a snapshot restored in the middle, a micro-batch of 7 tokens, and three
+/// sequences batched together.
 fn check_model(name: &str, path: &Path) {
     assert!(
         path.exists(),
@@ -91,6 +169,7 @@ fn check_model(name: &str, path: &Path) {
     let model = Model::load(path).unwrap();
     let tokens = prompt(&model);
     let n_vocab = model.config().n_vocab;
+    let isa = Isa::best();
     let want = logits_fed_as(&model, &tokens, &[tokens.len()]);
     let mut feeds = vec![("one token at a time".to_string(), vec![1; tokens.len()])];
     for seed in 1..=3 {
@@ -101,16 +180,38 @@ fn check_model(name: &str, path: &Path) {
     }
     for (how, cuts) in feeds {
         let got = logits_fed_as(&model, &tokens, &cuts);
-        let first = want
-            .chunks_exact(n_vocab)
-            .zip(got.chunks_exact(n_vocab))
-            .position(|(a, b)| a != b);
-        assert!(
-            first.is_none(),
-            "{name} on {}: fed {how} ({cuts:?}), logits of position {} differ from one call",
-            Isa::best(),
-            first.unwrap()
-        );
+        if let Some(p) = first_difference(&want, &got, n_vocab) {
+            panic!("{name} on {isa}: fed {how} ({cuts:?}), logits of position {p} differ from one call");
+        }
+    }
+    for at in [1, 131, 257] {
+        let got = logits_across_restore(&model, &tokens, at);
+        if let Some(p) = first_difference(&want, &got, n_vocab) {
+            panic!("{name} on {isa}: restored from a snapshot at {at}, position {p} differs");
+        }
+    }
+    model.set_ubatch(7).unwrap();
+    let got = logits_fed_as(&model, &tokens, &[tokens.len()]);
+    model.set_ubatch(512).unwrap();
+    if let Some(p) = first_difference(&want, &got, n_vocab) {
+        panic!("{name} on {isa}: --ubatch 7, position {p} differs from --ubatch 512");
+    }
+    // Three sequences: the text, a later part of it, and a shorter start.
+    let seqs = vec![
+        tokens.clone(),
+        tokens[40..].to_vec(),
+        tokens[..100].to_vec(),
+    ];
+    let alone: Vec<Vec<u32>> = seqs
+        .iter()
+        .map(|t| logits_fed_as(&model, t, &[t.len()]))
+        .collect();
+    for seed in 1..=2 {
+        for (i, got) in logits_batched(&model, &seqs, seed).iter().enumerate() {
+            if let Some(p) = first_difference(&alone[i], got, n_vocab) {
+                panic!("{name} on {isa}: sequence {i} batched with two others (seed {seed}), position {p} differs from alone");
+            }
+        }
     }
 }
 
