@@ -1,6 +1,8 @@
-//! Hyper-parameters of a decoder model (dense or MoE), read from GGUF metadata
-//! (`{arch}.block_count`, `{arch}.attention.head_count`, …; key names from llama.cpp's
-//! `src/llama-arch.cpp`). A missing required key is a load error naming the key.
+//! Hyper-parameters of a model, read from GGUF metadata (`{arch}.block_count`,
+//! `{arch}.attention.head_count`, …; key names from llama.cpp's `src/llama-arch.cpp`): the keys
+//! every architecture has are read here, an architecture's own keys by its module
+//! ([`crate::arch::Architecture::configure`]). A missing required key is a load error naming
+//! the key.
 
 use strata_gguf::Metadata;
 
@@ -39,7 +41,10 @@ impl Arch {
             "gemma3" => Ok(Arch::Gemma3),
             "qwen3moe" => Ok(Arch::Qwen3Moe),
             "qwen3next" => Ok(Arch::Qwen3Next),
-            other => Err(EngineError::UnsupportedArch(other.to_string())),
+            other => Err(EngineError::UnsupportedArch(
+                other.to_string(),
+                crate::arch::supported().join(", "),
+            )),
         }
     }
 
@@ -152,10 +157,8 @@ impl ModelConfig {
             None => meta.string_array("tokenizer.ggml.tokens")?.len(),
         };
 
-        let style = match arch {
-            Arch::Llama => RopeStyle::Normal,
-            _ => RopeStyle::Neox,
-        };
+        // NEOX pairs unless the architecture says otherwise (`configure`).
+        let style = RopeStyle::Neox;
         let n_rot = meta
             .opt_u64(&key("rope.dimension_count"))?
             .map_or(head_dim, |v| v as usize);
@@ -174,52 +177,7 @@ impl ModelConfig {
             freq_scale,
         };
 
-        let mut sliding_window = None;
-        let mut swa_layers = vec![false; n_layer];
-        let mut rope_swa = rope;
-        let mut attn_scale = 1.0 / (head_dim as f32).sqrt();
-        let mut embd_scale = 1.0;
-        let mut final_logit_softcap = None;
-        if arch == Arch::Gemma3 {
-            embd_scale = (n_embd as f32).sqrt();
-            final_logit_softcap = meta
-                .opt_f32(&key("final_logit_softcapping"))?
-                .filter(|c| *c != 0.0);
-            if let Some(w) = meta
-                .opt_u64(&key("attention.sliding_window"))?
-                .filter(|w| *w > 0)
-            {
-                sliding_window = Some(w as usize);
-                // Every `pattern`-th layer is global, the rest windowed (llama.cpp default 6).
-                let pattern = meta
-                    .opt_u64(&key("attention.sliding_window_pattern"))
-                    .ok()
-                    .flatten()
-                    .unwrap_or(6);
-                for (il, s) in swa_layers.iter_mut().enumerate() {
-                    *s = pattern == 0 || (il as u64 % pattern) < pattern - 1;
-                }
-                let base_swa = meta.opt_f32(&key("rope.freq_base_swa"))?.unwrap_or(10000.0);
-                rope_swa = Rope {
-                    freq_base: base_swa,
-                    freq_scale: 1.0,
-                    ..rope
-                };
-            }
-            // gemma_pytorch: query scaled by 1/√query_pre_attn_scalar, = head_dim except at 27B.
-            if n_layer == 62 {
-                attn_scale = 1.0 / ((n_embd / n_head) as f32).sqrt();
-            }
-        }
-        let moe = match arch {
-            Arch::Qwen3Moe | Arch::Qwen3Next => Some(moe_config(meta, a, n_ff)?),
-            _ => None,
-        };
-        let ssm = match arch {
-            Arch::Qwen3Next => Some(SsmConfig::from_metadata(meta, a, n_layer)?),
-            _ => None,
-        };
-        Ok(ModelConfig {
+        let mut cfg = ModelConfig {
             arch,
             n_layer,
             n_embd,
@@ -231,17 +189,18 @@ impl ModelConfig {
             n_ctx_train,
             rms_eps,
             rope,
-            rope_swa,
-            sliding_window,
-            swa_layers,
-            attn_scale,
-            embd_scale,
-            final_logit_softcap,
-            moe,
-            ssm,
-        })
+            rope_swa: rope,
+            sliding_window: None,
+            swa_layers: vec![false; n_layer],
+            attn_scale: 1.0 / (head_dim as f32).sqrt(),
+            embd_scale: 1.0,
+            final_logit_softcap: None,
+            moe: None,
+            ssm: None,
+        };
+        crate::arch::find(a)?.configure(meta, &mut cfg)?;
+        Ok(cfg)
     }
-
     /// Elements of one position's K (or V) row: `n_head_kv · head_dim`.
     pub fn kv_row(&self) -> usize {
         self.n_head_kv * self.head_dim
@@ -260,8 +219,8 @@ impl ModelConfig {
     }
 }
 
-/// Expert counts and width; errors name the missing or inconsistent key.
-fn moe_config(meta: &Metadata, a: &str, n_ff: usize) -> Result<MoeConfig, EngineError> {
+/// Expert counts and width (`{a}.expert_*`); errors name the missing or inconsistent key.
+pub(crate) fn moe_config(meta: &Metadata, a: &str, n_ff: usize) -> Result<MoeConfig, EngineError> {
     let n_expert = meta.u64(&format!("{a}.expert_count"))? as usize;
     let n_expert_used = meta.u64(&format!("{a}.expert_used_count"))? as usize;
     if n_expert == 0 || n_expert_used == 0 || n_expert_used > n_expert {

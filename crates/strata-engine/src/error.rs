@@ -14,10 +14,8 @@ pub enum EngineError {
     Tokenizer(#[from] crate::tokenizer::TokenizerError),
     #[error("chat template: {0}")]
     ChatTemplate(#[from] crate::chat_template::ChatTemplateError),
-    #[error(
-        "architecture '{0}' is not supported (supported: llama, qwen2, qwen3, gemma3, qwen3moe, qwen3next)"
-    )]
-    UnsupportedArch(String),
+    #[error("architecture '{0}' is not supported (supported: {1})")]
+    UnsupportedArch(String, String),
     #[error("tensor '{0}' is missing from the model file")]
     MissingTensor(String),
     #[error("tensor '{name}' has shape {found:?}, expected {expected:?}")]

@@ -3,13 +3,13 @@
 //! Entry points: [`Model::load`], [`Model::new_session`], [`Model::forward`],
 //! [`generate::generate`] with a [`sampling::Sampler`].
 
+pub mod arch;
 pub mod chat_template;
 pub mod config;
 pub mod error;
 pub mod generate;
 pub mod kv_cache;
 pub mod model;
-pub mod models;
 pub mod ops;
 pub mod pool;
 pub mod recurrent_state;
@@ -18,7 +18,6 @@ pub mod sampling;
 pub mod session;
 pub mod tokenizer;
 pub mod topology;
-pub mod weights;
 pub mod workspace;
 
 pub use error::EngineError;

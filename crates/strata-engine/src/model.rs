@@ -8,15 +8,15 @@ use std::sync::Mutex;
 
 use strata_gguf::GgufModel;
 
+use crate::arch::source::FileTensors;
+use crate::arch::{self, Graph};
 use crate::chat_template::ChatTemplate;
-use crate::config::{Arch, ModelConfig};
+use crate::config::ModelConfig;
 use crate::error::EngineError;
 use crate::kv_cache::KvType;
-use crate::models::{dense, qwen3next};
 use crate::residency;
 use crate::session::Session;
 use crate::tokenizer::Tokenizer;
-use crate::weights::{HybridWeights, Weights};
 use crate::workspace::{SeqRun, Workspace};
 
 /// Default tokens per forward run (llama.cpp's default `n_ubatch`); see [`Model::set_ubatch`].
@@ -58,19 +58,12 @@ pub struct SeqOutput {
     pub hidden: Vec<f32>,
 }
 
-/// The weights of one of the graphs this engine runs.
-enum Graph {
-    /// The decoder family of `models::dense` (llama, qwen2, qwen3, gemma3, qwen3moe).
-    Dense(Weights),
-    /// Qwen3-Next (`models::qwen3next`).
-    Hybrid(HybridWeights),
-}
-
 /// A model ready to run. Weights are read in place from the mapped file.
 pub struct Model {
     gguf: &'static GgufModel,
     config: ModelConfig,
-    weights: Graph,
+    /// The architecture's forward pass with its weights.
+    graph: Box<dyn Graph>,
     tokenizer: Tokenizer,
     chat_template: Option<ChatTemplate>,
     /// The runner's activation buffers (one run at a time).
@@ -102,10 +95,7 @@ impl Model {
         }
         let meta = gguf.metadata();
         let config = ModelConfig::from_metadata(meta)?;
-        let weights = match config.arch {
-            Arch::Qwen3Next => Graph::Hybrid(HybridWeights::load(gguf, &config)?),
-            _ => Graph::Dense(Weights::load(gguf, &config)?),
-        };
+        let graph = arch::find(config.arch.name())?.load(&FileTensors { gguf }, &config)?;
         let tokenizer = Tokenizer::from_metadata(meta)?;
         let chat_template = match meta.opt_str("tokenizer.chat_template")? {
             Some(src) => {
@@ -122,7 +112,7 @@ impl Model {
         Ok(Model {
             gguf,
             config,
-            weights,
+            graph,
             tokenizer,
             chat_template,
             ws: Mutex::new(Workspace::default()),
@@ -404,19 +394,13 @@ impl Model {
         for s in seqs.iter() {
             ws.pos.extend((0..s.rows.len()).map(|t| s.pos0 + t));
         }
-        match &self.weights {
-            Graph::Dense(w) => dense::forward(&self.config, w, ws, seqs, tokens),
-            Graph::Hybrid(w) => qwen3next::forward(&self.config, w, ws, seqs, tokens),
-        }
+        self.graph.forward(&self.config, ws, seqs, tokens)
     }
 
     /// Final norm and LM head of the run's `rows` (ascending) into `ws.logits`
     /// (`[rows][n_vocab]`), and their residual stream into `ws.hidden` if asked.
     fn output(&self, ws: &mut Workspace, rows: &[usize], hidden: bool) -> Result<(), EngineError> {
-        let (norm, head) = match &self.weights {
-            Graph::Dense(w) => (&w.output_norm, &w.output),
-            Graph::Hybrid(w) => (&w.output_norm, &w.output),
-        };
+        let (norm, head) = self.graph.head();
         if hidden {
             let d = self.config.n_embd;
             ws.hidden.clear();
@@ -424,6 +408,6 @@ impl Model {
                 ws.hidden.extend_from_slice(&ws.x[r * d..(r + 1) * d]);
             }
         }
-        dense::output(&self.config, norm, head, ws, rows)
+        arch::dense::graph::output(&self.config, norm, head, ws, rows)
     }
 }

@@ -5,9 +5,9 @@
 
 use std::ops::Range;
 
+use crate::arch::qwen3next::HybridScratch;
 use crate::config::ModelConfig;
 use crate::kv_cache::LayerKv;
-use crate::models::qwen3next::HybridScratch;
 use crate::ops::linear::Activations;
 use crate::ops::moe::MoeScratch;
 use crate::recurrent_state::RecurrentState;

@@ -39,8 +39,24 @@ fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
+/// Runs in a child process of its own: RSS is per process, and the other tests of this file
+/// load models at the same time.
 #[test]
 fn a_262144_token_session_costs_memory_for_its_tokens_only() {
+    const CHILD: &str = "STRATA_SESSION_STATE_CHILD";
+    if std::env::var_os(CHILD).is_none() {
+        let name = "a_262144_token_session_costs_memory_for_its_tokens_only";
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([name, "--exact", "--nocapture"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && text.contains("1 passed"), "{text}");
+        eprintln!("{text}");
+        return;
+    }
     let model = tiny_qwen3next();
     let cfg = model.config();
     let n_ctx = 262_144;

@@ -11,42 +11,40 @@
 //! Sources: llama.cpp `src/models/qwen3next.cpp`; HF transformers `modeling_qwen3_next.py`;
 //! Qwen team, "Qwen3-Next" (2025).
 
-mod gated_attention;
-mod gated_delta_net;
-
+use super::weights::{HybridWeights, Mixer};
+use super::{gated_attention, gated_delta_net};
+use crate::arch::dense::graph::{embed, rope_angles};
 use crate::config::ModelConfig;
 use crate::error::EngineError;
-use crate::models::dense::{embed, rope_angles};
 use crate::ops::add_in_place;
 use crate::ops::linear::Activations;
 use crate::ops::moe::moe_ffn;
 use crate::ops::norm::rms_norm_rows;
 use crate::ops::shared_expert::{shared_expert_add, SharedScratch};
-use crate::weights::{HybridWeights, Mixer};
 use crate::workspace::{SeqRun, Workspace};
 
 /// Buffers of the hybrid layers, grown to the largest batch and reused.
 #[derive(Default)]
 pub struct HybridScratch {
     /// Projected q, k, v before the convolution `[T][conv_dim]`, then after it (+ SiLU).
-    qkv: Vec<f32>,
-    conv: Vec<f32>,
+    pub(super) qkv: Vec<f32>,
+    pub(super) conv: Vec<f32>,
     /// Convolved, L2-normed queries and keys `[T][key_dim]`; values `[T][value_dim]`.
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
+    pub(super) q: Vec<f32>,
+    pub(super) k: Vec<f32>,
+    pub(super) v: Vec<f32>,
     /// Output gate z `[T][value_dim]`.
-    z: Vec<f32>,
+    pub(super) z: Vec<f32>,
     /// β and α logits `[T][2·n_v_heads]`, then β and the log decay `[T][n_v_heads]`.
-    ba: Vec<f32>,
-    beta: Vec<f32>,
-    log_decay: Vec<f32>,
+    pub(super) ba: Vec<f32>,
+    pub(super) beta: Vec<f32>,
+    pub(super) log_decay: Vec<f32>,
     /// Delta-rule output `[T][value_dim]`, and it normed and gated (input of `ssm_out`).
-    core: Vec<f32>,
-    gated: Activations,
+    pub(super) core: Vec<f32>,
+    pub(super) gated: Activations,
     /// Gated attention's joint query + gate projection `[T][n_head·2·head_dim]`.
-    qg: Vec<f32>,
-    shared: SharedScratch,
+    pub(super) qg: Vec<f32>,
+    pub(super) shared: SharedScratch,
 }
 
 /// Runs the run's `tokens` (the rows of `seqs`, each sequence at its own positions and with

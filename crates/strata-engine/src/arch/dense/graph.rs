@@ -5,6 +5,7 @@
 //! Sources: llama.cpp `src/models/llama.cpp`, `qwen2.cpp`, `qwen3.cpp`, `gemma3.cpp`, `qwen3moe.cpp`;
 //! Touvron et al. 2023 (Llama), Gemma Team 2025 (Gemma 3).
 
+use super::weights::{Ffn, LayerWeights, Weights};
 use crate::config::{Arch, ModelConfig};
 use crate::error::EngineError;
 use crate::kv_cache::LayerKv;
@@ -15,7 +16,6 @@ use crate::ops::moe::moe_ffn;
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_in_place};
 use crate::ops::rope::Rope;
 use crate::ops::{add_in_place, par_chunks};
-use crate::weights::{Ffn, LayerWeights, Weights};
 use crate::workspace::{SeqRun, Workspace};
 
 /// Runs the run's `tokens` (the rows of `seqs`, each sequence at its own positions) through

@@ -9,6 +9,7 @@
 //!
 //! Source: llama.cpp `llama_model_qwen3next::graph::build_layer_attn_linear`.
 
+use super::weights::DeltaNetWeights;
 use crate::config::ModelConfig;
 use crate::error::EngineError;
 use crate::ops::conv1d::causal_conv1d;
@@ -19,7 +20,6 @@ use crate::ops::gate::{mul_silu_in_place, sigmoid, silu_in_place, softplus};
 use crate::ops::linear::matmul;
 use crate::ops::norm::rms_norm_rows;
 use crate::recurrent_state::DeltaState;
-use crate::weights::DeltaNetWeights;
 use crate::workspace::{SeqRun, Workspace};
 
 /// A sequence's state of recurrent layer `i_rec`.

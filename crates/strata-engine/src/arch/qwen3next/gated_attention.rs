@@ -4,14 +4,14 @@
 //!
 //! Source: llama.cpp `llama_model_qwen3next::graph::build_layer_attn`.
 
+use super::weights::GatedAttnWeights;
+use crate::arch::dense::graph::cache_and_attend;
 use crate::config::ModelConfig;
 use crate::error::EngineError;
-use crate::models::dense::cache_and_attend;
 use crate::ops::attention::AttnShape;
 use crate::ops::gate::sigmoid;
 use crate::ops::linear::matmul;
 use crate::ops::norm::rms_norm_rows_in_place;
-use crate::weights::GatedAttnWeights;
 use crate::workspace::{SeqRun, Workspace};
 
 /// Writes the mixer output for the T normed rows in `ws.xb` to `ws.xb2`, appending each

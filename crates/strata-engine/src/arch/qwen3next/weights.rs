@@ -3,9 +3,8 @@
 //! `llama_model_qwen3next::load_arch_tensors`; the DeltaNet input projection is the split
 //! pair `attn_qkv` + `attn_gate` (current converter), not the legacy fused `ssm_in`.
 
-use strata_gguf::{GgufModel, Tensor};
-
-use super::Loader;
+use crate::arch::dense::weights::Loader;
+use crate::arch::source::TensorSource;
 use crate::config::{ModelConfig, SsmConfig};
 use crate::error::EngineError;
 use crate::ops::linear::Matrix;
@@ -74,8 +73,8 @@ impl HybridWeights {
     ///
     /// Errors: a missing tensor (files with only the legacy `ssm_in` projection report
     /// `attn_qkv` missing), a shape that disagrees with the metadata, an unsupported type.
-    pub fn load(gguf: &'static GgufModel, cfg: &ModelConfig) -> Result<HybridWeights, EngineError> {
-        let l = Loader { gguf, cfg };
+    pub fn load(src: &dyn TensorSource, cfg: &ModelConfig) -> Result<HybridWeights, EngineError> {
+        let l = Loader { src, cfg };
         let (token_embd, output_norm, output) = l.head()?;
         let layers = (0..l.cfg.n_layer)
             .map(|il| l.hybrid_layer(il))
@@ -91,7 +90,7 @@ impl HybridWeights {
 
 impl Loader<'_> {
     fn hybrid_layer(&self, il: usize) -> Result<HybridLayer, EngineError> {
-        let c = self.cfg;
+        let (c, src) = (self.cfg, self.src);
         let n = |s: &str| format!("blk.{il}.{s}");
         let bad = |key: &str| EngineError::BadMetadata {
             key: format!("{}.{key}", c.arch.name()),
@@ -104,70 +103,42 @@ impl Loader<'_> {
         } else {
             let (d, hd) = (c.n_embd, c.head_dim);
             Mixer::Attention(GatedAttnWeights {
-                wq: self.matrix(&n("attn_q.weight"), d, 2 * c.n_head * hd)?,
-                wk: self.matrix(&n("attn_k.weight"), d, c.kv_row())?,
-                wv: self.matrix(&n("attn_v.weight"), d, c.kv_row())?,
-                wo: self.matrix(&n("attn_output.weight"), c.n_head * hd, d)?,
-                q_norm: self.vector(&n("attn_q_norm.weight"), hd)?,
-                k_norm: self.vector(&n("attn_k_norm.weight"), hd)?,
+                wq: src.matrix(&n("attn_q.weight"), d, 2 * c.n_head * hd)?,
+                wk: src.matrix(&n("attn_k.weight"), d, c.kv_row())?,
+                wv: src.matrix(&n("attn_v.weight"), d, c.kv_row())?,
+                wo: src.matrix(&n("attn_output.weight"), c.n_head * hd, d)?,
+                q_norm: src.vector(&n("attn_q_norm.weight"), hd)?,
+                k_norm: src.vector(&n("attn_k_norm.weight"), hd)?,
             })
         };
         let ff = moe_cfg.n_ff_shexp.unwrap_or(moe_cfg.n_ff_exp);
         Ok(HybridLayer {
-            attn_norm: self.vector(&n("attn_norm.weight"), c.n_embd)?,
+            attn_norm: src.vector(&n("attn_norm.weight"), c.n_embd)?,
             mixer,
-            ffn_norm: self.vector(&n("post_attention_norm.weight"), c.n_embd)?,
+            ffn_norm: src.vector(&n("post_attention_norm.weight"), c.n_embd)?,
             moe: self.moe(il, moe_cfg)?,
             shared: SharedExpert {
-                gate: self.matrix(&n("ffn_gate_shexp.weight"), c.n_embd, ff)?,
-                up: self.matrix(&n("ffn_up_shexp.weight"), c.n_embd, ff)?,
-                down: self.matrix(&n("ffn_down_shexp.weight"), ff, c.n_embd)?,
-                gate_inp: self.row_vector(&n("ffn_gate_inp_shexp.weight"), c.n_embd)?,
+                gate: src.matrix(&n("ffn_gate_shexp.weight"), c.n_embd, ff)?,
+                up: src.matrix(&n("ffn_up_shexp.weight"), c.n_embd, ff)?,
+                down: src.matrix(&n("ffn_down_shexp.weight"), ff, c.n_embd)?,
+                gate_inp: src.row_vector(&n("ffn_gate_inp_shexp.weight"), c.n_embd)?,
             },
         })
     }
 
     fn delta_net(&self, il: usize, s: &SsmConfig) -> Result<DeltaNetWeights, EngineError> {
-        let d = self.cfg.n_embd;
+        let (d, src) = (self.cfg.n_embd, self.src);
         let n = |x: &str| format!("blk.{il}.{x}");
         let conv_shape = [s.d_conv as u64, s.conv_dim() as u64];
         Ok(DeltaNetWeights {
-            wqkv: self.matrix(&n("attn_qkv.weight"), d, s.conv_dim())?,
-            wgate: self.matrix(&n("attn_gate.weight"), d, s.value_dim())?,
-            wba: self.matrix(&n("ssm_ba.weight"), d, 2 * s.n_v_heads)?,
-            conv: self.floats(&n("ssm_conv1d.weight"), &conv_shape)?,
-            dt_bias: self.vector(&n("ssm_dt.bias"), s.n_v_heads)?,
-            a: self.vector(&n("ssm_a"), s.n_v_heads)?,
-            norm: self.vector(&n("ssm_norm.weight"), s.head_v_dim)?,
-            wout: self.matrix(&n("ssm_out.weight"), s.value_dim(), d)?,
+            wqkv: src.matrix(&n("attn_qkv.weight"), d, s.conv_dim())?,
+            wgate: src.matrix(&n("attn_gate.weight"), d, s.value_dim())?,
+            wba: src.matrix(&n("ssm_ba.weight"), d, 2 * s.n_v_heads)?,
+            conv: src.floats(&n("ssm_conv1d.weight"), &conv_shape)?,
+            dt_bias: src.vector(&n("ssm_dt.bias"), s.n_v_heads)?,
+            a: src.vector(&n("ssm_a"), s.n_v_heads)?,
+            norm: src.vector(&n("ssm_norm.weight"), s.head_v_dim)?,
+            wout: src.matrix(&n("ssm_out.weight"), s.value_dim(), d)?,
         })
-    }
-
-    /// A one-row weight stored as `[cols]` or `[cols, 1]`, as a `[1][cols]` matrix.
-    fn row_vector(&self, name: &str, cols: usize) -> Result<Matrix<'static>, EngineError> {
-        let t = self.tensor(name)?;
-        if t.info.shape != [cols as u64] && t.info.shape != [cols as u64, 1] {
-            return Err(EngineError::BadShape {
-                name: name.into(),
-                expected: vec![cols as u64, 1],
-                found: t.info.shape.clone(),
-            });
-        }
-        self.typed_matrix(name, t, cols, 1)
-    }
-
-    /// A small tensor of exactly `shape` (ggml order), dequantized to f32.
-    fn floats(&self, name: &str, shape: &[u64]) -> Result<Vec<f32>, EngineError> {
-        let t: Tensor<'static> = self.tensor(name)?;
-        if t.info.shape != shape {
-            return Err(EngineError::BadShape {
-                name: name.into(),
-                expected: shape.to_vec(),
-                found: t.info.shape.clone(),
-            });
-        }
-        let mut out = vec![0.0; shape.iter().product::<u64>() as usize];
-        strata_quant::dequantize(t.info.ggml_type, t.data, &mut out)?;
-        Ok(out)
     }
 }

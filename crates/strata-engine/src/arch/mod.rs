@@ -1,0 +1,93 @@
+//! One module per architecture, behind one trait, found through one registry.
+//!
+//! An [`Architecture`] reads its own hyper-parameters from the metadata (beyond the keys every
+//! model has, which `config.rs` reads), names and shapes its tensors, and builds a [`Graph`]:
+//! the forward pass over a run of rows. Which layers keep a KV cache and which keep recurrent
+//! state follows from the configuration it fills in ([`ModelConfig::ssm`]).
+//!
+//! Adding an architecture is one module and one line in [`ARCHITECTURES`]. Its tensor list —
+//! what a file must hold and what `strata synth` writes — is its weight loader run on a
+//! [`source::Recorder`] ([`tensor_list`]), so tensor names are written once.
+
+pub mod dense;
+pub mod qwen3next;
+pub mod source;
+
+use strata_gguf::Metadata;
+
+use crate::config::ModelConfig;
+use crate::error::EngineError;
+use crate::ops::linear::Matrix;
+use crate::workspace::{SeqRun, Workspace};
+use source::{Recorder, TensorSource, TensorSpec};
+
+/// The architectures this engine runs, by `general.architecture`.
+pub static ARCHITECTURES: &[&dyn Architecture] = &[&dense::Dense, &qwen3next::Qwen3Next];
+
+/// A model architecture (see the module docs).
+pub trait Architecture: Sync {
+    /// The `general.architecture` values it runs (also its GGUF key prefixes).
+    fn names(&self) -> &'static [&'static str];
+
+    /// Reads the architecture's own keys (`{arch}.…`) into `cfg`, whose common fields are set.
+    ///
+    /// Errors: a missing or inconsistent key, named.
+    fn configure(&self, meta: &Metadata, cfg: &mut ModelConfig) -> Result<(), EngineError>;
+
+    /// Builds the graph with its weights taken from `src`.
+    ///
+    /// Errors: a missing tensor, a shape that disagrees with `cfg`, an unsupported type.
+    fn load(
+        &self,
+        src: &dyn TensorSource,
+        cfg: &ModelConfig,
+    ) -> Result<Box<dyn Graph>, EngineError>;
+}
+
+/// The forward pass of one architecture with its weights.
+pub trait Graph: Send + Sync {
+    /// Runs the run's `tokens` (the rows of `seqs`, each sequence at its own positions with
+    /// its own caches and state) through every layer, leaving the final residual stream in
+    /// `ws.x` (`[T][n_embd]`).
+    ///
+    /// Errors: a token outside the vocabulary, an unsupported weight type.
+    fn forward(
+        &self,
+        cfg: &ModelConfig,
+        ws: &mut Workspace,
+        seqs: &mut [SeqRun<'_>],
+        tokens: &[u32],
+    ) -> Result<(), EngineError>;
+
+    /// The final norm weights (`n_embd`) and the LM head (`[n_vocab][n_embd]`).
+    fn head(&self) -> (&[f32], &Matrix<'static>);
+}
+
+/// The architecture that runs `general.architecture` = `name`.
+///
+/// Errors: [`EngineError::UnsupportedArch`] with the supported names.
+pub fn find(name: &str) -> Result<&'static dyn Architecture, EngineError> {
+    ARCHITECTURES
+        .iter()
+        .copied()
+        .find(|a| a.names().contains(&name))
+        .ok_or_else(|| EngineError::UnsupportedArch(name.to_string(), supported().join(", ")))
+}
+
+/// Every supported `general.architecture` value.
+pub fn supported() -> Vec<&'static str> {
+    ARCHITECTURES
+        .iter()
+        .flat_map(|a| a.names())
+        .copied()
+        .collect()
+}
+
+/// The tensors a file of this configuration holds, in the order the loader asks for them.
+///
+/// Errors: as [`Architecture::load`] for an inconsistent configuration.
+pub fn tensor_list(cfg: &ModelConfig) -> Result<Vec<TensorSpec>, EngineError> {
+    let rec = Recorder::default();
+    find(cfg.arch.name())?.load(&rec, cfg)?;
+    Ok(rec.into_specs())
+}
