@@ -180,7 +180,9 @@ pub fn run(a: SynthArgs, models_dir: &Path) -> Result<()> {
     spec.n_vocab = tokenizer(&a, spec.arch, models_dir, &mut w)?;
     spec.write_metadata(&mut w, types.file_type());
     spec.validate()?;
-    let plan = tensors::plan(&spec, types);
+    // The engine reads the file's shape from this metadata and names its tensors.
+    let cfg = strata_engine::config::ModelConfig::from_metadata(w.metadata())?;
+    let plan = tensors::plan(&cfg, types)?;
     for t in &plan {
         w.declare_tensor(t.name.as_str(), t.ty, &t.shape)?;
     }

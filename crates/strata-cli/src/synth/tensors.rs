@@ -1,12 +1,12 @@
 //! The tensor directory of a synthetic model: every GGUF tensor name, shape (ggml order,
-//! `shape[0]` = row length), storage type and how its values are drawn. Names and shapes are
-//! the ones llama.cpp's model loader expects (`src/llama-model.cpp`), as the tiny checkpoints
-//! converted by llama.cpp show them.
+//! `shape[0]` = row length), storage type and how its values are drawn. Names and shapes come
+//! from the engine's architecture modules (the same code that loads a file), which follow
+//! llama.cpp's model loader (`src/llama-model.cpp`) and are tested against converted files.
 
 use anyhow::{bail, Result};
+use strata_engine::arch::{self, source::TensorKind, source::TensorSpec};
+use strata_engine::config::ModelConfig;
 use strata_gguf::GgmlType;
-
-use super::spec::{Spec, SynthArch};
 
 /// How a tensor's values are drawn.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -116,173 +116,82 @@ fn use_more_bits(il: usize, n_layer: usize) -> bool {
     il < n_layer / 8 || il >= 7 * n_layer / 8 || (il - n_layer / 8) % 3 == 2
 }
 
-/// Builds the list in file order, pushing through `push` so the layout reads like the model.
-struct Plan<'a> {
-    spec: &'a Spec,
-    types: TypeChoice,
-    out: Vec<Planned>,
-}
-
-impl Plan<'_> {
-    fn matrix(&mut self, name: String, shape: &[usize], more_bits: bool) {
-        let ty = self.types.matrix_type(shape[0] as u64, more_bits);
-        self.push(name, shape, ty, Fill::Pooled);
-    }
-
-    fn f32(&mut self, name: String, shape: &[usize], mean: f32, std: f32) {
-        self.push(name, shape, GgmlType::F32, Fill::Direct { mean, std });
-    }
-
-    fn norm(&mut self, name: String, len: usize) {
-        self.f32(name, &[len], 1.0, 0.02);
-    }
-
-    fn push(&mut self, name: String, shape: &[usize], ty: GgmlType, fill: Fill) {
-        let shape = shape.iter().map(|&d| d as u64).collect();
-        self.out.push(Planned {
-            name,
-            shape,
-            ty,
-            fill,
-        });
-    }
-
-    fn attention(&mut self, il: usize, more: bool) {
-        let s = self.spec;
-        let n = |t: &str| format!("blk.{il}.{t}");
-        let (d, hd) = (s.n_embd, s.head_dim);
-        let q = s.n_head * hd;
-        let kv = s.n_head_kv * hd;
-        // qwen3next's full-attention q projection also carries the output gate.
-        let q_rows = if s.arch == SynthArch::Qwen3next {
-            2 * q
-        } else {
-            q
-        };
-        self.matrix(n("attn_q.weight"), &[d, q_rows], false);
-        self.matrix(n("attn_k.weight"), &[d, kv], false);
-        self.matrix(n("attn_v.weight"), &[d, kv], more);
-        self.matrix(n("attn_output.weight"), &[q, d], false);
-        if s.arch == SynthArch::Qwen2 {
-            self.f32(n("attn_q.bias"), &[q], 0.0, 0.02);
-            self.f32(n("attn_k.bias"), &[kv], 0.0, 0.02);
-            self.f32(n("attn_v.bias"), &[kv], 0.0, 0.02);
+/// How a synthetic file stores and fills a tensor of the engine's list: weight matrices in
+/// the asked type from the shared row pool; the router, vectors and SSM parameters as F32
+/// drawn one by one (llama.cpp keeps them F32 too), with the mean and spread of a trained
+/// model's (norms near 1, the decay rate negative, convolution taps ~ 1/√kernel).
+fn planned(t: TensorSpec, types: TypeChoice, n_layer: usize) -> Planned {
+    let name = t.name;
+    let layer = name
+        .strip_prefix("blk.")
+        .and_then(|r| r.split('.').next())
+        .and_then(|i| i.parse::<usize>().ok());
+    let direct = |mean: f32, std: f32| (GgmlType::F32, Fill::Direct { mean, std });
+    let router_std = 1.0 / (t.shape[0] as f32).sqrt();
+    let (ty, fill) = match t.kind {
+        _ if name.ends_with("ffn_gate_inp.weight") => direct(0.0, router_std),
+        TensorKind::RowVector => direct(0.0, router_std),
+        TensorKind::Matrix | TensorKind::Experts => {
+            let more_bits = match layer {
+                Some(il) => {
+                    let gets_more = ["attn_v.weight", "ffn_down.weight", "ffn_down_exps.weight"]
+                        .iter()
+                        .chain(&["ffn_down_shexp.weight"])
+                        .any(|n| name.ends_with(n));
+                    gets_more && use_more_bits(il, n_layer)
+                }
+                None => name == "output.weight",
+            };
+            (types.matrix_type(t.shape[0], more_bits), Fill::Pooled)
         }
-        if !matches!(s.arch, SynthArch::Llama | SynthArch::Qwen2) {
-            self.norm(n("attn_q_norm.weight"), hd);
-            self.norm(n("attn_k_norm.weight"), hd);
+        TensorKind::Floats if name.ends_with("ssm_a") => direct(-1.0, 0.1),
+        TensorKind::Floats if name.ends_with("ssm_dt.bias") => direct(1.0, 0.1),
+        TensorKind::Floats if name.ends_with("ssm_conv1d.weight") => {
+            direct(0.0, 1.0 / (t.shape[0] as f32).sqrt())
         }
-    }
-
-    /// qwen3next's Gated DeltaNet mixer (llama.cpp `LLM_ARCH_QWEN3NEXT` tensors).
-    fn delta_net(&mut self, il: usize) {
-        let s = self.spec;
-        let ssm = s.ssm.expect("qwen3next has ssm dims");
-        let n = |t: &str| format!("blk.{il}.{t}");
-        let d = s.n_embd;
-        let key_dim = ssm.state_size * ssm.group_count;
-        let value_dim = ssm.inner_size;
-        let conv_dim = 2 * key_dim + value_dim;
-        let n_v = ssm.time_step_rank;
-        self.f32(n("ssm_a"), &[n_v], -1.0, 0.1);
-        let conv_std = 1.0 / (ssm.conv_kernel as f32).sqrt();
-        self.f32(
-            n("ssm_conv1d.weight"),
-            &[ssm.conv_kernel, conv_dim],
-            0.0,
-            conv_std,
-        );
-        self.f32(n("ssm_dt.bias"), &[n_v], 1.0, 0.1);
-        self.matrix(n("ssm_ba.weight"), &[d, 2 * n_v], false);
-        self.matrix(n("attn_qkv.weight"), &[d, conv_dim], false);
-        self.matrix(n("attn_gate.weight"), &[d, value_dim], false);
-        self.norm(n("ssm_norm.weight"), value_dim / n_v);
-        self.matrix(n("ssm_out.weight"), &[value_dim, d], false);
-    }
-
-    fn ffn(&mut self, il: usize, more: bool) {
-        let s = self.spec;
-        let n = |t: &str| format!("blk.{il}.{t}");
-        let d = s.n_embd;
-        if !s.arch.is_moe() {
-            self.matrix(n("ffn_gate.weight"), &[d, s.n_ff], false);
-            self.matrix(n("ffn_up.weight"), &[d, s.n_ff], false);
-            self.matrix(n("ffn_down.weight"), &[s.n_ff, d], more);
-            return;
-        }
-        let (ne, ff) = (s.n_expert, s.n_ff_exp);
-        let router_std = 1.0 / (d as f32).sqrt();
-        self.f32(n("ffn_gate_inp.weight"), &[d, ne], 0.0, router_std);
-        self.matrix(n("ffn_gate_exps.weight"), &[d, ff, ne], false);
-        self.matrix(n("ffn_up_exps.weight"), &[d, ff, ne], false);
-        self.matrix(n("ffn_down_exps.weight"), &[ff, d, ne], more);
-        if s.n_ff_shexp > 0 {
-            let sh = s.n_ff_shexp;
-            self.f32(n("ffn_gate_inp_shexp.weight"), &[d], 0.0, router_std);
-            self.matrix(n("ffn_gate_shexp.weight"), &[d, sh], false);
-            self.matrix(n("ffn_up_shexp.weight"), &[d, sh], false);
-            self.matrix(n("ffn_down_shexp.weight"), &[sh, d], more);
-        }
-    }
-
-    fn layer(&mut self, il: usize) {
-        let s = self.spec;
-        let more = use_more_bits(il, s.n_layer);
-        let n = |t: &str| format!("blk.{il}.{t}");
-        self.norm(n("attn_norm.weight"), s.n_embd);
-        if s.is_recurrent(il) {
-            self.delta_net(il);
-        } else {
-            self.attention(il, more);
-        }
-        match s.arch {
-            SynthArch::Gemma3 => {
-                self.norm(n("post_attention_norm.weight"), s.n_embd);
-                self.norm(n("ffn_norm.weight"), s.n_embd);
-                self.ffn(il, more);
-                self.norm(n("post_ffw_norm.weight"), s.n_embd);
-            }
-            // qwen3next names its pre-FFN norm `post_attention_norm`.
-            SynthArch::Qwen3next => {
-                self.norm(n("post_attention_norm.weight"), s.n_embd);
-                self.ffn(il, more);
-            }
-            _ => {
-                self.norm(n("ffn_norm.weight"), s.n_embd);
-                self.ffn(il, more);
-            }
-        }
-    }
-}
-
-/// Every tensor of `spec` stored as `types` asks: token embedding, the layers, final norm and
-/// an untied output matrix. Vectors, the router and SSM parameters stay F32 as llama.cpp
-/// keeps them.
-pub fn plan(spec: &Spec, types: TypeChoice) -> Vec<Planned> {
-    let mut p = Plan {
-        spec,
-        types,
-        out: Vec::new(),
+        TensorKind::Floats if name.ends_with(".bias") => direct(0.0, 0.02),
+        TensorKind::Floats => direct(1.0, 0.02),
     };
-    let (d, v) = (spec.n_embd, spec.n_vocab);
-    p.matrix("token_embd.weight".into(), &[d, v], false);
-    for il in 0..spec.n_layer {
-        p.layer(il);
+    Planned {
+        name,
+        shape: t.shape,
+        ty,
+        fill,
     }
-    p.norm("output_norm.weight".into(), d);
-    p.matrix("output.weight".into(), &[d, v], true);
-    p.out
+}
+
+/// Every tensor a model of `cfg` holds — the engine's own list for the architecture
+/// ([`strata_engine::arch::tensor_list`], so a synthesized file has exactly what the loader
+/// reads) — stored as `types` asks, with an untied output matrix.
+///
+/// Errors: a configuration the architecture rejects.
+pub fn plan(cfg: &ModelConfig, types: TypeChoice) -> Result<Vec<Planned>> {
+    let list = arch::tensor_list(cfg)?;
+    Ok(list
+        .into_iter()
+        .map(|t| planned(t, types, cfg.n_layer))
+        .collect())
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::spec::{Spec, SynthArch};
     use super::*;
+
+    /// The configuration the engine reads from `spec`'s metadata (with a `n_vocab` vocabulary).
+    fn config(spec: &Spec) -> ModelConfig {
+        let mut w = strata_gguf::GgufWriter::new();
+        spec.write_metadata(&mut w, 0);
+        let a = spec.arch.name();
+        w.set(format!("{a}.vocab_size"), spec.n_vocab as u32);
+        ModelConfig::from_metadata(w.metadata()).unwrap()
+    }
 
     #[test]
     fn qwen3_30b_a3b_has_30b_parameters_and_q4_k_experts() {
         let mut s = Spec::preset("qwen3-30b-a3b").unwrap();
         s.n_vocab = 151_936;
-        let t = plan(&s, TypeChoice::parse("q4_k").unwrap());
+        let t = plan(&config(&s), TypeChoice::parse("q4_k").unwrap()).unwrap();
         let params: u64 = t.iter().map(Planned::elements).sum();
         assert!((30.0e9..31.0e9).contains(&(params as f64)), "{params}");
         let down = t
@@ -316,7 +225,7 @@ mod tests {
     fn qwen3next_layers_match_llama_cpp_names() {
         let mut s = Spec::tiny(SynthArch::Qwen3next);
         s.n_vocab = 768;
-        let t = plan(&s, TypeChoice::Pure(GgmlType::F32));
+        let t = plan(&config(&s), TypeChoice::Pure(GgmlType::F32)).unwrap();
         let shape = |n: &str| t.iter().find(|t| t.name == n).unwrap().shape.clone();
         // As in the llama.cpp-converted tiny checkpoint.
         assert_eq!(shape("blk.0.attn_qkv.weight"), [256, 512]);
