@@ -5,6 +5,8 @@
 //!   speed = N / time.
 //! - `tgN`: a fresh session (after `depth` untimed tokens), N decode steps of one token each,
 //!   every step feeding the greedy argmax of the previous logits; speed = N / time.
+//! - `tgN xS` (`--sequences S`): S fresh sessions decoding together, one token each per
+//!   forward call (one pass over the weights for all S); speed = S·N / time.
 //!
 //! Each test runs `-r` times after an untimed warm-up (as llama-bench: the whole prompt of a pp
 //! test, one token of a tg test); the table shows mean ± sample standard deviation of the
@@ -15,7 +17,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use strata_engine::{Model, Session};
+use strata_engine::{Model, SeqInput, SeqOutput, Session, Want};
 
 use crate::ModelArgs;
 
@@ -25,6 +27,8 @@ pub struct Tests {
     pub n_gen: Vec<usize>,
     pub depths: Vec<usize>,
     pub reps: usize,
+    /// Sequences decoded together in the tg test.
+    pub sequences: usize,
     /// Seed of the random prompt tokens.
     pub seed: u64,
 }
@@ -98,6 +102,7 @@ pub fn run(args: &super::BenchArgs, models_dir: &Path) -> Result<()> {
         n_gen: vec![args.decode_tokens],
         depths: args.depths.clone(),
         reps: args.reps,
+        sequences: args.sequences,
         seed: 0x5EED,
     };
     // Before the pool pins this thread, which narrows what the OS reports.
@@ -262,6 +267,43 @@ fn session_at(
     Ok(s)
 }
 
+/// Time of `n_gen` decode steps of `n_seq` sessions (each at `depth`, with its own first
+/// token) fed together: one [`Model::forward_batch`] call per step.
+fn decode_together(
+    model: &Model,
+    args: &ModelArgs,
+    n_ctx: usize,
+    depth: usize,
+    seed: u64,
+    n_gen: usize,
+    n_seq: usize,
+) -> Result<std::time::Duration> {
+    let n_vocab = model.config().n_vocab;
+    let mut sessions = (0..n_seq)
+        .map(|i| session_at(model, args, n_ctx, depth, seed ^ (i as u64 + 1)))
+        .collect::<Result<Vec<_>>>()?;
+    let mut toks = random_tokens(n_seq, n_vocab, seed);
+    let mut out = vec![SeqOutput::default(); n_seq];
+    let start = Instant::now();
+    for _ in 0..n_gen {
+        let mut batch: Vec<SeqInput<'_>> = sessions
+            .iter_mut()
+            .zip(&toks)
+            .map(|(s, t)| SeqInput {
+                session: s,
+                tokens: std::slice::from_ref(t),
+                want: Want::Last,
+                hidden: false,
+            })
+            .collect();
+        model.forward_batch(&mut batch, &mut out)?;
+        for (t, o) in toks.iter_mut().zip(&out) {
+            *t = argmax(&o.logits);
+        }
+    }
+    Ok(start.elapsed())
+}
+
 /// Runs every test (pp sizes and tg lengths at every depth) and returns one result each.
 ///
 /// Errors: a forward pass failing (context overflow cannot happen: sessions are sized to
@@ -293,6 +335,12 @@ pub fn run_tests(model: &Model, args: &ModelArgs, t: &Tests) -> Result<Vec<TestR
             let seed = t.seed.wrapping_add(rep as u64 * 7919);
             let mut s = session_at(model, args, n_ctx, depth, seed)?;
             let prompt = random_tokens(n_prompt.max(1), n_vocab, seed);
+            if n_gen > 0 && t.sequences > 1 {
+                let el = decode_together(model, args, n_ctx, depth, seed, n_gen, t.sequences)?;
+                ns.push(el.as_nanos() as u64);
+                ts.push((n_gen * t.sequences) as f64 / el.as_secs_f64());
+                continue;
+            }
             let start = Instant::now();
             if n_prompt > 0 {
                 model.forward(&mut s, &prompt)?;
@@ -307,10 +355,10 @@ pub fn run_tests(model: &Model, args: &ModelArgs, t: &Tests) -> Result<Vec<TestR
             ts.push((n_prompt + n_gen) as f64 / el.as_secs_f64());
         }
         let (avg_ts, stddev_ts) = mean_sd(&ts);
-        let name = if n_prompt > 0 {
-            format!("pp{n_prompt}")
-        } else {
-            format!("tg{n_gen}")
+        let name = match (n_prompt, t.sequences) {
+            (0, 1) => format!("tg{n_gen}"),
+            (0, n) => format!("tg{n_gen} x{n}"),
+            _ => format!("pp{n_prompt}"),
         };
         let test = if depth > 0 {
             format!("{name} @ d{depth}")
