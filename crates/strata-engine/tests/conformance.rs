@@ -1,0 +1,431 @@
+//! Per-op conformance, after llama.cpp's `test-backend-ops`: every op of the model graphs, over
+//! odd shapes, every weight type and both KV types, run on each backend and compared with the
+//! reference backend within a tolerance stated per op.
+//!
+//! Backends today are the CPU at each instruction-set level this machine has (`STRATA_ISA`),
+//! each in a child process of this test (the level is chosen once per process); the reference
+//! is the scalar path. A child runs [`cases`] and writes every output to a file; the parent
+//! compares them with the reference's and prints one line per op and backend. A GPU backend
+//! adds itself as one more producer of the same outputs.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::Command;
+
+use strata_engine::kv_cache::{KvCache, KvType};
+use strata_engine::ops::activation::{geglu_tanh, swiglu};
+use strata_engine::ops::attention::{attention, AttnShape};
+use strata_engine::ops::conv1d::causal_conv1d;
+use strata_engine::ops::delta_net::{
+    delta_rule_recurrent, l2_norm_heads_in_place, DeltaInputs, DeltaShape,
+};
+use strata_engine::ops::linear::{matmul, Activations, Matrix};
+use strata_engine::ops::moe::{moe_ffn, ExpertTensor, MoeScratch, MoeWeights};
+use strata_engine::ops::norm::rms_norm_rows;
+use strata_engine::ops::rope::{Rope, RopeStyle};
+use strata_gguf::GgmlType;
+use strata_quant::Isa;
+
+/// Set in a child: the file to write outputs to.
+const CHILD_ENV: &str = "STRATA_CONFORMANCE_OUT";
+
+/// splitmix64.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [-1, 1).
+    fn f(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
+        (0..n).map(|_| self.f() * scale).collect()
+    }
+}
+
+/// Every weight type a graph can meet, with a `vec_dot` or a float dot.
+const WEIGHT_TYPES: [GgmlType; 22] = {
+    use GgmlType as T;
+    [
+        T::F32,
+        T::F16,
+        T::BF16,
+        T::Q4_0,
+        T::Q4_1,
+        T::Q5_0,
+        T::Q5_1,
+        T::Q8_0,
+        T::Q2_K,
+        T::Q3_K,
+        T::Q4_K,
+        T::Q5_K,
+        T::Q6_K,
+        T::IQ4_NL,
+        T::IQ4_XS,
+        T::IQ2_XXS,
+        T::IQ2_XS,
+        T::IQ2_S,
+        T::IQ3_XXS,
+        T::IQ3_S,
+        T::IQ1_S,
+        T::IQ1_M,
+    ]
+};
+
+/// Byte offsets of the f16 scale fields of a block of `ty` (ggml's block layouts).
+fn f16_fields(ty: GgmlType) -> &'static [usize] {
+    use GgmlType as T;
+    match ty {
+        T::Q4_1 | T::Q5_1 | T::Q4_K | T::Q5_K => &[0, 2],
+        T::Q2_K => &[80, 82],
+        T::Q3_K => &[108],
+        T::Q6_K => &[208],
+        T::IQ1_M | T::F32 | T::F16 | T::BF16 => &[],
+        _ => &[0],
+    }
+}
+
+/// `rows` rows of `cols` in `ty`: quantized from random floats where strata-quant can, else
+/// random block bytes with moderate scales, re-drawn until every value is finite and small.
+fn weights(rng: &mut Rng, ty: GgmlType, rows: usize, cols: usize) -> Vec<u8> {
+    let rb = ty.row_bytes(cols as u64).unwrap() as usize;
+    let mut out = vec![0u8; rows * rb];
+    if strata_quant::supports_quantize(ty) {
+        for row in out.chunks_exact_mut(rb) {
+            strata_quant::quantize(ty, &rng.vec(cols, 1.0), row).unwrap();
+        }
+        return out;
+    }
+    let mut deq = vec![0.0f32; cols];
+    for row in out.chunks_exact_mut(rb) {
+        loop {
+            row.iter_mut().for_each(|b| *b = rng.next() as u8);
+            for block in row.chunks_exact_mut(ty.type_size()) {
+                for &at in f16_fields(ty) {
+                    let v = half::f16::from_f32(0.01 + 0.02 * rng.f().abs());
+                    block[at..at + 2].copy_from_slice(&v.to_le_bytes());
+                }
+            }
+            strata_quant::dequantize(ty, row, &mut deq).unwrap();
+            if deq.iter().all(|v| v.is_finite() && v.abs() < 1e3) {
+                break;
+            }
+        }
+    }
+    out
+}
+
+fn activations(x: &[f32], cols: usize) -> Activations {
+    let mut a = Activations::default();
+    a.resize(x.len() / cols, cols);
+    a.write().copy_from_slice(x);
+    a
+}
+
+/// Outputs of every case on this process's backend, by case name (`op/...`).
+fn cases() -> Vec<(String, Vec<f32>)> {
+    let mut out = Vec::new();
+    let mut rng = Rng(0xC0FF_EE11);
+    // matmul: every weight type, odd row counts, one token (decode), a few (verify window),
+    // and more than a token tile (prefill).
+    for ty in WEIGHT_TYPES {
+        for (rows, cols) in [(37, 256), (130, 512)] {
+            let w = weights(&mut rng, ty, rows, cols);
+            let m = Matrix {
+                ty,
+                rows,
+                cols,
+                data: &w,
+            };
+            for t in [1, 3, 70] {
+                let mut x = activations(&rng.vec(t * cols, 1.0), cols);
+                let mut y = vec![0.0; t * rows];
+                matmul(&m, None, &mut x, &mut y).unwrap();
+                out.push((format!("matmul/{ty}/{rows}x{cols}/T{t}"), y));
+            }
+        }
+    }
+    // attention: f32 and f16 caches, GQA groups 1/3/7, head dims with and without a tail,
+    // decode past a segment, windows, prefill blocks.
+    for kv_type in [KvType::F32, KvType::F16] {
+        for (n_head, n_kv, hd) in [(4, 4, 64), (6, 2, 72), (14, 2, 40)] {
+            let n_pos = 600;
+            let mut cache = KvCache::new(1, n_pos, n_kv * hd, kv_type);
+            for p in 0..n_pos {
+                let (k, v) = (rng.vec(n_kv * hd, 2.0), rng.vec(n_kv * hd, 1.0));
+                cache.layers[0].write(p, &k, &v);
+            }
+            for window in [None, Some(100)] {
+                let shape = AttnShape {
+                    n_head,
+                    n_kv_head: n_kv,
+                    head_dim: hd,
+                    scale: 1.0 / (hd as f32).sqrt(),
+                    window,
+                };
+                for (t, pos0) in [(1, 599), (5, 300), (37, 0), (40, 560)] {
+                    let q = rng.vec(t * n_head * hd, 1.0);
+                    let mut o = vec![0.0; q.len()];
+                    attention(&q, &cache.layers[0], pos0, &shape, &mut o);
+                    let name = format!(
+                        "attention/{kv_type:?}/h{n_head}kv{n_kv}d{hd}/{window:?}/T{t}@{pos0}"
+                    );
+                    out.push((name, o));
+                }
+            }
+        }
+    }
+    // Gated delta rule and its inputs' L2 norm; causal conv1d.
+    for (nv, nk, dk, dv, t) in [(4, 2, 64, 64, 1), (6, 2, 32, 48, 19)] {
+        let s = DeltaShape {
+            n_v_heads: nv,
+            n_k_heads: nk,
+            d_k: dk,
+            d_v: dv,
+        };
+        let (mut q, mut k) = (rng.vec(t * nk * dk, 1.0), rng.vec(t * nk * dk, 1.0));
+        l2_norm_heads_in_place(&mut q, dk, 1e-6);
+        l2_norm_heads_in_place(&mut k, dk, 1e-6);
+        out.push((format!("l2_norm/{nk}x{dk}/T{t}"), q.clone()));
+        let v = rng.vec(t * nv * dv, 1.0);
+        let g: Vec<f32> = (0..t * nv).map(|_| -rng.f().abs()).collect();
+        let b: Vec<f32> = (0..t * nv).map(|_| rng.f().abs()).collect();
+        let mut state = rng.vec(nv * dv * dk, 0.1);
+        let mut o = vec![0.0; t * nv * dv];
+        let x = DeltaInputs {
+            q: &q,
+            k: &k,
+            v: &v,
+            log_decay: &g,
+            beta: &b,
+        };
+        delta_rule_recurrent(&s, x, &mut state, &mut o);
+        out.push((format!("delta_rule/{nv}v{nk}k{dk}x{dv}/T{t}"), o));
+        out.push((format!("delta_rule_state/{nv}v{nk}k{dk}x{dv}/T{t}"), state));
+    }
+    for (c, kk, t) in [(96, 4, 1), (130, 4, 9)] {
+        let w = rng.vec(c * kk, 0.5);
+        let mut state = rng.vec((kk - 1) * c, 1.0);
+        let x = rng.vec(t * c, 1.0);
+        let mut o = vec![0.0; t * c];
+        causal_conv1d(&x, &w, &mut state, &mut o);
+        out.push((format!("conv1d/C{c}K{kk}/T{t}"), o));
+        out.push((format!("conv1d_state/C{c}K{kk}/T{t}"), state));
+    }
+    // Row-wise ops.
+    for (d, t) in [(576, 1), (896, 33)] {
+        let x = rng.vec(t * d, 3.0);
+        let w = rng.vec(d, 1.0);
+        let mut o = vec![0.0; t * d];
+        rms_norm_rows(&x, &w, 1e-6, &mut o);
+        out.push((format!("rms_norm/{d}/T{t}"), o));
+        let up = rng.vec(t * d, 2.0);
+        let mut g = x.clone();
+        swiglu(&mut g, &up);
+        out.push((format!("swiglu/{d}/T{t}"), g));
+        let mut g = x.clone();
+        geglu_tanh(&mut g, &up);
+        out.push((format!("geglu/{d}/T{t}"), g));
+    }
+    for style in [RopeStyle::Normal, RopeStyle::Neox] {
+        for (hd, n_rot) in [(64, 64), (256, 64)] {
+            let rope = Rope {
+                style,
+                n_rot,
+                freq_base: 10000.0,
+                freq_scale: 1.0,
+            };
+            let (heads, t) = (3, 7);
+            let mut cs = vec![0.0; t * n_rot];
+            for p in 0..t {
+                rope.angles(1000 * p + 3, &mut cs[p * n_rot..(p + 1) * n_rot]);
+            }
+            let mut x = rng.vec(t * heads * hd, 1.0);
+            rope.apply_rows(&mut x, heads * hd, hd, &cs);
+            out.push((format!("rope/{style:?}/d{hd}r{n_rot}"), x));
+        }
+    }
+    // Routed experts: two weight types, decode and a batch.
+    for (ty, down_ty) in [
+        (GgmlType::Q4_K, GgmlType::Q6_K),
+        (GgmlType::IQ4_XS, GgmlType::Q8_0),
+    ] {
+        let (ne, k, d, ff) = (8, 2, 256, 512);
+        let leak = |b: Vec<u8>| -> &'static [u8] { Box::leak(b.into_boxed_slice()) };
+        let mat = |data: &'static [u8], ty, rows, cols| Matrix {
+            ty,
+            rows,
+            cols,
+            data,
+        };
+        let router = leak(weights(&mut rng, GgmlType::F32, ne, d));
+        let gate = leak(weights(&mut rng, ty, ne * ff, d));
+        let up = leak(weights(&mut rng, ty, ne * ff, d));
+        let down = leak(weights(&mut rng, down_ty, ne * d, ff));
+        let m = MoeWeights {
+            router: mat(router, GgmlType::F32, ne, d),
+            gate: ExpertTensor::new(mat(gate, ty, ne * ff, d), ne),
+            up: ExpertTensor::new(mat(up, ty, ne * ff, d), ne),
+            down: ExpertTensor::new(mat(down, down_ty, ne * d, ff), ne),
+            n_used: k,
+            norm_topk: true,
+        };
+        for t in [1, 9] {
+            let mut x = activations(&rng.vec(t * d, 1.0), d);
+            let mut o = vec![0.0; t * d];
+            moe_ffn(&m, &mut x, &mut o, &mut MoeScratch::default()).unwrap();
+            out.push((format!("moe/{ty}+{down_ty}/T{t}"), o));
+        }
+    }
+    out
+}
+
+/// The op of a case name, and the largest difference allowed relative to the reference's
+/// largest magnitude in that case.
+fn tolerance(case: &str) -> (&str, f32) {
+    if case.starts_with("matmul/BF16") {
+        // AVX512-BF16 adds the pair products of `vdpbf16ps` in its own order.
+        return ("matmul/BF16", 1e-4);
+    }
+    let op = case.split('/').next().unwrap();
+    let tol = match op {
+        // Integer block sums are exact; only the f32 order of adding the blocks differs.
+        "matmul" | "moe" => 1e-5,
+        // Same float operations in the same order on every path, by construction.
+        _ => 0.0,
+    };
+    (op, tol)
+}
+
+fn write_outputs(path: &str, outs: &[(String, Vec<f32>)]) {
+    let mut f = std::fs::File::create(path).unwrap();
+    for (name, v) in outs {
+        f.write_all(&(name.len() as u32).to_le_bytes()).unwrap();
+        f.write_all(name.as_bytes()).unwrap();
+        f.write_all(&(v.len() as u32).to_le_bytes()).unwrap();
+        for x in v {
+            f.write_all(&x.to_le_bytes()).unwrap();
+        }
+    }
+}
+
+fn read_outputs(path: &PathBuf) -> BTreeMap<String, Vec<f32>> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .unwrap()
+        .read_to_end(&mut bytes)
+        .unwrap();
+    let mut at = 0;
+    let u32_at = |at: &mut usize| {
+        let v = u32::from_le_bytes(bytes[*at..*at + 4].try_into().unwrap());
+        *at += 4;
+        v as usize
+    };
+    let mut out = BTreeMap::new();
+    while at < bytes.len() {
+        let n = u32_at(&mut at);
+        let name = String::from_utf8(bytes[at..at + n].to_vec()).unwrap();
+        at += n;
+        let len = u32_at(&mut at);
+        let v = bytes[at..at + 4 * len]
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        at += 4 * len;
+        out.insert(name, v);
+    }
+    out
+}
+
+/// Runs [`cases`] on `isa` in a child process and reads its outputs.
+fn outputs_on(isa: Isa) -> BTreeMap<String, Vec<f32>> {
+    let path = std::env::temp_dir().join(format!(
+        "strata-conformance-{}-{}.bin",
+        std::process::id(),
+        isa.name()
+    ));
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "every_op_matches_the_reference_backend",
+            "--exact",
+            "--nocapture",
+        ])
+        .env(CHILD_ENV, &path)
+        .env(strata_quant::ISA_ENV, isa.name())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the {} backend failed:\n{}",
+        isa.name(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let outs = read_outputs(&path);
+    let _ = std::fs::remove_file(&path);
+    outs
+}
+
+#[test]
+fn every_op_matches_the_reference_backend() {
+    if let Ok(path) = std::env::var(CHILD_ENV) {
+        return write_outputs(&path, &cases());
+    }
+    let reference = outputs_on(Isa::Scalar);
+    assert!(reference.len() > 100, "{} cases", reference.len());
+    for (name, v) in &reference {
+        assert!(
+            v.iter().all(|x| x.is_finite()),
+            "{name}: non-finite reference output"
+        );
+    }
+    let mut failures = Vec::new();
+    let mut not_run = Vec::new();
+    for isa in Isa::ALL.into_iter().filter(|i| *i != Isa::Scalar) {
+        if !isa.is_available() {
+            not_run.push(isa.name());
+            continue;
+        }
+        let got = outputs_on(isa);
+        // op → (cases, worst relative difference, tolerance)
+        let mut per_op: BTreeMap<&str, (usize, f32, f32)> = BTreeMap::new();
+        for (name, want) in &reference {
+            let (op, tol) = tolerance(name);
+            let have = &got[name];
+            let scale = want.iter().fold(0.0f32, |m, x| m.max(x.abs())).max(1e-30);
+            let worst = want
+                .iter()
+                .zip(have)
+                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()))
+                / scale;
+            let e = per_op.entry(op).or_insert((0, 0.0, tol));
+            e.0 += 1;
+            e.1 = e.1.max(worst);
+            if !(worst <= tol) || have.len() != want.len() {
+                failures.push(format!(
+                    "{} {name}: relative difference {worst:.2e} > {tol:.0e}",
+                    isa.name()
+                ));
+            }
+        }
+        for (op, (n, worst, tol)) in per_op {
+            println!(
+                "conformance {:>8} vs scalar  {op:<16} {n:>4} cases  max rel diff {worst:.2e}  (tolerance {tol:.0e})",
+                isa.name()
+            );
+        }
+    }
+    println!(
+        "conformance: not run (this CPU lacks them): {}",
+        not_run.join(", ")
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
