@@ -50,7 +50,7 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = pathlib.Path(tmp) / f"serve-{self.port}.log"
-        cmd = [str(BIN), "serve", "-m", str(model), "--port", str(self.port), *args]
+        cmd = [str(BIN), "serve", "-m", str(model), "--port", str(self.port), "--alias", "*", *args]
         # Only the key a fixture asks for: an API key in the caller's environment must not leak in.
         full_env = {k: v for k, v in os.environ.items() if k != "STRATA_API_KEY"}
         full_env.update(env or {})

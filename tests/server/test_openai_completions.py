@@ -60,4 +60,4 @@ def test_greedy_chat_equals_strata_run_chat(server, smollm_path):
 
 def test_models_lists_the_loaded_model(server):
     models = server.openai().models.list().data
-    assert len(models) == 1 and models[0].id == "SmolLM2-135M-Instruct.Q4_1"
+    assert len(models) == 1 and models[0].id == "smollm2-135m"

@@ -41,11 +41,17 @@ pub fn run(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
         )?;
     }
 
+    writeln!(out, "\nsummary:")?;
+    summary(&model, out)?;
     let md = model.metadata();
     writeln!(out, "\nmetadata ({} keys):", md.len())?;
     let key_width = md.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (k, v) in md.iter() {
-        writeln!(out, "  {k:key_width$} = {}", show_value(v))?;
+        let note = match md.opt_u64(k) {
+            Ok(Some(t)) if k == "general.file_type" => format!(" ({})", file_type_name(t)),
+            _ => String::new(),
+        };
+        writeln!(out, "  {k:key_width$} = {}{note}", show_value(v))?;
     }
 
     print_tensors(&model, out)?;
@@ -94,13 +100,109 @@ fn print_tensors(model: &GgufModel, out: &mut dyn Write) -> anyhow::Result<()> {
         }
     }
 
-    writeln!(out, "\nsummary:")?;
-    writeln!(out, "  tensors: {}", model.tensor_count())?;
+    writeln!(out, "\nby type:")?;
     let gib = total as f64 / (1024.0 * 1024.0 * 1024.0);
-    writeln!(out, "  tensor bytes: {total} ({gib:.3} GiB)")?;
+    writeln!(out, "  all     {:>6} tensors  {total:>14} bytes ({gib:.3} GiB)", model.tensor_count())?;
     for (ty, (n, bytes)) in per_type {
         writeln!(out, "  {ty:7} {n:>6} tensors  {bytes:>14} bytes")?;
     }
+    Ok(())
+}
+
+/// llama.cpp's name of a `general.file_type` value (`llama_ftype`: 15 is `Q4_K_M`).
+pub fn file_type_name(t: u64) -> String {
+    let name = match t {
+        0 => "F32",
+        1 => "F16",
+        2 => "Q4_0",
+        3 => "Q4_1",
+        7 => "Q8_0",
+        8 => "Q5_0",
+        9 => "Q5_1",
+        10 => "Q2_K",
+        11 => "Q3_K_S",
+        12 => "Q3_K_M",
+        13 => "Q3_K_L",
+        14 => "Q4_K_S",
+        15 => "Q4_K_M",
+        16 => "Q5_K_S",
+        17 => "Q5_K_M",
+        18 => "Q6_K",
+        19 => "IQ2_XXS",
+        20 => "IQ2_XS",
+        21 => "Q2_K_S",
+        22 => "IQ3_XS",
+        23 => "IQ3_XXS",
+        24 => "IQ1_S",
+        25 => "IQ4_NL",
+        26 => "IQ3_S",
+        27 => "IQ3_M",
+        28 => "IQ2_S",
+        29 => "IQ2_M",
+        30 => "IQ4_XS",
+        31 => "IQ1_M",
+        32 => "BF16",
+        36 => "TQ1_0",
+        37 => "TQ2_0",
+        38 => "MXFP4_MOE",
+        _ => return format!("file type {t}"),
+    };
+    name.to_string()
+}
+
+/// The short description `strata show` prints and `strata inspect` starts with: name,
+/// architecture, file type, parameters, size, context, layers, width, heads, experts, vocabulary
+/// and whether the file has a chat template.
+pub fn summary(model: &GgufModel, out: &mut dyn Write) -> anyhow::Result<()> {
+    let md = model.metadata();
+    let arch = md.opt_str("general.architecture").ok().flatten().unwrap_or("?");
+    let num = |k: &str| md.opt_u64(&format!("{arch}.{k}")).ok().flatten();
+    if let Some(name) = md.opt_str("general.name").ok().flatten() {
+        writeln!(out, "  name            {name}")?;
+    }
+    writeln!(out, "  architecture    {arch}")?;
+    let params: u64 = model.tensors().map(|t| t.info.n_elements()).sum();
+    let bytes: u64 = model.tensors().map(|t| t.info.size_bytes).sum();
+    if let Some(t) = md.opt_u64("general.file_type").ok().flatten() {
+        writeln!(out, "  file type       {}", file_type_name(t))?;
+    }
+    writeln!(
+        out,
+        "  parameters      {:.2} B ({:.1} bits per weight)",
+        params as f64 / 1e9,
+        8.0 * bytes as f64 / params.max(1) as f64
+    )?;
+    writeln!(
+        out,
+        "  size            {:.1} MiB",
+        bytes as f64 / (1024.0 * 1024.0)
+    )?;
+    if let Some(c) = num("context_length") {
+        writeln!(out, "  context length  {c}")?;
+    }
+    if let (Some(l), Some(e)) = (num("block_count"), num("embedding_length")) {
+        writeln!(out, "  layers, width   {l}, {e}")?;
+    }
+    if let Some(h) = num("attention.head_count") {
+        let kv = num("attention.head_count_kv").unwrap_or(h);
+        writeln!(out, "  heads (KV)      {h} ({kv})")?;
+    }
+    if let Some(n) = num("expert_count") {
+        let used = num("expert_used_count").unwrap_or(0);
+        writeln!(out, "  experts         {n}, {used} used per token")?;
+    }
+    if let Some(v) = md.opt_string_array("tokenizer.ggml.tokens").ok().flatten() {
+        writeln!(out, "  vocabulary      {}", v.len())?;
+    }
+    let template = md.contains("tokenizer.chat_template");
+    writeln!(
+        out,
+        "  chat template   {}",
+        match template {
+            true => "yes",
+            false => "no (a base model: `strata chat` falls back to plain User:/Assistant: turns)",
+        }
+    )?;
     Ok(())
 }
 
@@ -289,6 +391,7 @@ mod tests {
         let mut w = GgufWriter::new();
         w.set("general.architecture", "llama");
         w.set("llama.block_count", 2u32);
+        w.set("general.file_type", 15u32);
         let vocab: Vec<String> = (0..1000).map(|i| format!("tok{i}")).collect();
         w.set("tokenizer.ggml.tokens", vocab);
         w.add_tensor("output_norm.weight", GgmlType::F32, &[8], &[0; 32])
@@ -307,12 +410,17 @@ mod tests {
             "llama.block_count     = 2 (u32)",
             "[string; 1000] [\"tok0\", \"tok1\"",
             "blk.0.ffn_down.weight  Q8_0     [32, 4]",
-            "tensors: 2",
-            "tensor bytes: 168",
+            "all          2 tensors             168 bytes",
             "Q8_0         1 tensors",
+            "general.file_type     = 15 (u32) (Q4_K_M)",
+            "file type       Q4_K_M",
+            "chat template   no",
         ] {
             assert!(text.contains(want), "missing {want:?} in:\n{text}");
         }
+        // The summary comes before the metadata and the tensor table.
+        let at = |s: &str| text.find(s).unwrap();
+        assert!(at("summary:") < at("metadata (") && at("metadata (") < at("tensors (2)"));
         assert!(!text.contains("tok9\""), "long arrays are abbreviated");
     }
 

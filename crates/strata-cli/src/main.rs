@@ -1,19 +1,29 @@
-//! The `strata` command: run, chat, inspect, pull, serve, bench, needle, quality, synth.
+//! The `strata` command: run, chat, list, show, inspect, pull, serve, bench, needle, quality,
+//! synth.
 
 mod bench;
 mod chat;
+mod flags;
 mod haystack;
 mod http;
 mod inspect;
+mod list;
+mod logging;
 mod machine;
+mod memory;
 mod models;
 mod needle;
+mod oom;
 mod pull;
 mod quality;
 mod run;
 mod serve;
 mod synth;
 mod topology;
+
+/// An allocation that fails ends the process with one line, never an abort.
+#[global_allocator]
+static ALLOC: oom::ExitOnOom = oom::ExitOnOom;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,11 +45,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Complete a prompt and stream the text, then print prompt and decode speed.
+    /// Complete a prompt and stream the text, then print prompt and decode speed
+    /// (`strata run MODEL "prompt"`, or -m MODEL -p PROMPT).
+    #[command(allow_negative_numbers = true)]
     Run(run::RunArgs),
     /// Interactive chat using the model's chat template.
+    #[command(allow_negative_numbers = true, after_help = chat::SLASH_HELP)]
     Chat(chat::ChatArgs),
-    /// Print a GGUF file's metadata and tensor table.
+    /// List the known models and the GGUF files in the models directory: size, architecture,
+    /// chat template, whether it is downloaded.
+    #[command(visible_alias = "ls")]
+    List,
+    /// Print a short summary of a model: architecture, size, type, context, chat template.
+    Show {
+        /// A GGUF path or a known model name.
+        model: String,
+    },
+    /// Print a GGUF file's summary, metadata and tensor table.
     Inspect {
         /// A GGUF path or a known model name.
         model: String,
@@ -50,6 +72,7 @@ enum Command {
         name: String,
     },
     /// Serve the model over the OpenAI and Anthropic HTTP APIs.
+    #[command(allow_negative_numbers = true)]
     Serve(serve::ServeArgs),
     /// Measure a running OpenAI-compatible server: decode, prefill, agent cache hits, depth.
     Bench(bench::BenchArgs),
@@ -70,11 +93,16 @@ pub struct ModelArgs {
     #[arg(short = 'm', long)]
     pub model: Option<String>,
     /// Context size in tokens (0 = the model's training context, capped at 8192).
-    #[arg(short = 'c', long = "ctx", default_value_t = 4096)]
+    #[arg(short = 'c', long = "ctx", default_value_t = 4096, value_parser = flags::ctx)]
     pub ctx: usize,
     /// KV cache type: f16 or f32.
     #[arg(long, default_value = "f16")]
     pub kv: KvType,
+    /// Layers to offload to the GPU (llama.cpp's -ngl). This build has no GPU backend: the
+    /// value is accepted and ignored, with a warning.
+    #[arg(long = "gpu-layers", visible_alias = "n-gpu-layers", value_name = "N",
+          allow_negative_numbers = true, value_parser = flags::gpu_layers)]
+    pub gpu_layers: Option<i64>,
     #[command(flatten)]
     pub pool: PoolArgs,
 }
@@ -88,7 +116,8 @@ pub struct PoolArgs {
         short = 't',
         long = "pool-workers",
         visible_alias = "threads",
-        default_value_t = 0
+        default_value_t = 0,
+        value_parser = flags::workers
     )]
     pub pool_workers: usize,
     /// CPUs the pool pins its workers to: auto (one per physical core of the fastest class),
@@ -101,29 +130,30 @@ pub struct PoolArgs {
 /// Sampling flags (llama.cpp names and defaults).
 #[derive(Args, Clone)]
 pub struct SamplingArgs {
-    /// Temperature; 0 = greedy.
-    #[arg(long = "temp", default_value_t = 0.8)]
+    /// Temperature, 0 to 100; 0 = greedy.
+    #[arg(long = "temp", default_value_t = 0.8, value_parser = flags::temperature)]
     pub temperature: f32,
     /// Keep only the K most likely tokens (0 = all).
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 40, value_parser = flags::top_k)]
     pub top_k: usize,
-    /// Nucleus sampling: keep the smallest set of tokens whose probability reaches P (1 = off).
-    #[arg(long, default_value_t = 0.95)]
+    /// Nucleus sampling: keep the smallest set of tokens whose probability reaches P, 0 to 1
+    /// (1 = off).
+    #[arg(long, default_value_t = 0.95, value_parser = flags::probability)]
     pub top_p: f32,
-    /// Drop tokens less likely than P times the most likely one (0 = off).
-    #[arg(long, default_value_t = 0.05)]
+    /// Drop tokens less likely than P times the most likely one, 0 to 1 (0 = off).
+    #[arg(long, default_value_t = 0.05, value_parser = flags::probability)]
     pub min_p: f32,
     /// Penalise recently seen tokens: positive logits divided by R, negative multiplied (1 = off).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = flags::repeat_penalty)]
     pub repeat_penalty: f32,
-    /// How many recent tokens the penalties look at (0 = none).
-    #[arg(long, default_value_t = 64)]
+    /// How many recent tokens the penalties look at (0 = none, -1 = all).
+    #[arg(long, default_value_t = 64, value_parser = flags::last_n)]
     pub repeat_last_n: usize,
-    /// Subtract P from the logit of every token already seen (0 = off).
-    #[arg(long, default_value_t = 0.0)]
+    /// Subtract P from the logit of every token already seen, -2 to 2 (0 = off).
+    #[arg(long, default_value_t = 0.0, value_parser = flags::penalty)]
     pub presence_penalty: f32,
-    /// Subtract F times its count from the logit of every token already seen (0 = off).
-    #[arg(long, default_value_t = 0.0)]
+    /// Subtract F times its count from the logit of every token already seen, -2 to 2 (0 = off).
+    #[arg(long, default_value_t = 0.0, value_parser = flags::penalty)]
     pub frequency_penalty: f32,
     /// Random seed (same seed, same output).
     #[arg(short = 's', long, default_value_t = 0xC0FFEE)]
@@ -147,23 +177,25 @@ impl SamplingArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
-    // A panic is a bug, but the user still gets one line and exit code 1.
+    // A panic is a bug, but the user still gets one line and exit code 1 (no backtrace,
+    // whatever RUST_BACKTRACE says).
     std::panic::set_hook(Box::new(|info| {
         let msg = info.to_string().replace('\n', " ");
+        // `strata list | head`: println! panics once the reader is gone; that is no error.
+        if msg.contains("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
         eprintln!("error: internal error (please report): {msg}");
     }));
+    let cli = match Cli::try_parse_from(flags::normalize(std::env::args_os())) {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
+    logging::init();
     let result = std::panic::catch_unwind(|| dispatch(cli));
     match result {
         Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Ok(Err(e)) => {
             let msg = format!("{e:#}").replace('\n', " ");
             eprintln!("error: {msg}");
@@ -171,6 +203,43 @@ fn main() -> ExitCode {
         }
         Err(_) => ExitCode::from(1),
     }
+}
+
+/// True when `e` is a write to a closed pipe (`strata show M | head`): the reader has
+/// what it wanted, so that is no failure.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Help and version go to stdout (exit 0); a usage error is one `error:` line (with clap's
+/// tip, if any, on the same line) and exit code 1.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+        || e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    {
+        let _ = e.print();
+        return match e.kind() {
+            ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => ExitCode::from(1),
+            _ => ExitCode::SUCCESS,
+        };
+    }
+    let text = e.render().to_string();
+    let mut parts = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more"));
+    let first = parts.next().unwrap_or("error: invalid arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let rest: Vec<&str> = parts.collect();
+    match rest.is_empty() {
+        true => eprintln!("error: {first}"),
+        false => eprintln!("error: {first} ({})", rest.join("; ")),
+    }
+    ExitCode::from(1)
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
@@ -184,6 +253,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Quality(args) => quality::run(args, &models_dir),
         Command::Topology(args) => topology::run(args),
         Command::Synth(args) => synth::run(args, &models_dir),
+        Command::List => list::list(&models_dir),
+        Command::Show { model } => list::show(&model, &models_dir),
         Command::Inspect { model } => {
             let path = models::resolve_model(Some(&model), &models_dir)?;
             let stdout = std::io::stdout();
@@ -223,16 +294,19 @@ pub fn start_pool(
     pool
 }
 
-/// Starts the worker pool, resolves and loads the model.
+/// Starts the worker pool, resolves and loads the model, and checks that a session of
+/// `args.ctx` fits in the available memory (see [`memory::check_session`]).
 pub fn load_model(
     args: &ModelArgs,
     models_dir: &std::path::Path,
 ) -> anyhow::Result<strata_engine::Model> {
-    start_pool(args.pool.pool_workers, args.pool.pool_affinity);
+    flags::warn_gpu_layers(args.gpu_layers);
     let path = models::resolve_model(args.model.as_deref(), models_dir)?;
+    start_pool(args.pool.pool_workers, args.pool.pool_affinity);
     let model = strata_engine::Model::load(&path)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let c = model.config();
+    memory::check_session(c, memory::resolve_ctx(args.ctx, c), args.kv)?;
     if args.ctx > c.n_ctx_train {
         tracing::warn!(
             "--ctx {} is larger than the {} tokens the model was trained on; quality may drop past {}",

@@ -24,6 +24,10 @@ pub struct KnownModel {
     pub name: &'static str,
     /// One line for listings: model, quantization, notes.
     pub description: &'static str,
+    /// `general.architecture` of the file.
+    pub arch: &'static str,
+    /// Whether the file has a chat template (`tokenizer.chat_template`); base models do not.
+    pub chat_template: bool,
     /// File name in the models directory.
     pub file_name: &'static str,
     /// Size of the joined file in bytes.
@@ -49,6 +53,8 @@ static KNOWN_MODELS: [KnownModel; 3] = [
     KnownModel {
         name: "smollm2-135m",
         description: "SmolLM2 135M Instruct, Q4_1 (llama arch, ChatML template)",
+        arch: "llama",
+        chat_template: true,
         file_name: "SmolLM2-135M-Instruct.Q4_1.gguf",
         size: 98_362_432,
         sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
@@ -61,6 +67,8 @@ static KNOWN_MODELS: [KnownModel; 3] = [
     KnownModel {
         name: "gemma3-270m",
         description: "Gemma 3 270M, Q4_K_M (gemma3 arch; the GGUF has no chat template)",
+        arch: "gemma3",
+        chat_template: false,
         file_name: "gemma-3-270m-q4_k_m.gguf",
         size: 253_113_024,
         sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
@@ -90,6 +98,8 @@ static KNOWN_MODELS: [KnownModel; 3] = [
     KnownModel {
         name: "qwen2.5-coder-0.5b",
         description: "Qwen2.5-Coder 0.5B Instruct (from the AWQ checkpoint), Q4_K_M (qwen2 arch)",
+        arch: "qwen2",
+        chat_template: true,
         file_name: "qwen2.5-coder-0.5b-instruct-awq-q4_k_m.gguf",
         size: 491_400_064,
         sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
@@ -129,7 +139,6 @@ static KNOWN_MODELS: [KnownModel; 3] = [
 ];
 
 /// Every model `strata pull` knows, the default first.
-#[allow(dead_code)] // for a model listing; not wired into a subcommand yet
 pub fn known_models() -> &'static [KnownModel] {
     &KNOWN_MODELS
 }

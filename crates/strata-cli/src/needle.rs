@@ -41,7 +41,7 @@ pub struct NeedleArgs {
     #[arg(long, value_name = "FILE")]
     pub md: Option<PathBuf>,
     /// Seconds one request may take.
-    #[arg(long, default_value_t = 3600)]
+    #[arg(long, default_value_t = 3600, value_parser = crate::flags::timeout_secs)]
     pub timeout: u64,
 }
 

@@ -317,6 +317,8 @@ mod tests {
         KnownModel {
             name: "fake",
             description: "test",
+            arch: "llama",
+            chat_template: false,
             file_name: "fake.gguf",
             size: 11,
             sha256,

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use strata_server::ServerConfig;
 
+use crate::models::{find_model, known_models, DEFAULT_MODEL};
 use crate::{ModelArgs, SamplingArgs};
 
 /// Options of `strata serve`.
@@ -21,11 +22,13 @@ pub struct ServeArgs {
     /// Key clients must send as `Authorization: Bearer KEY` or `x-api-key: KEY`.
     #[arg(long, env = "STRATA_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
-    /// Model id reported to clients (default: the model name or file stem).
-    #[arg(long)]
-    pub alias: Option<String>,
+    /// Another model name requests may give (repeat for more; `*` accepts any name). The first
+    /// that is not `*` is also the id reported to clients (default: the known model name or
+    /// the file name without `.gguf`). Requests naming another model get 404.
+    #[arg(long, value_name = "NAME")]
+    pub alias: Vec<String>,
     /// Largest request body accepted, in MiB.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = crate::flags::body_mib)]
     pub max_body_mib: usize,
     /// Default sampling for requests that do not set it (a request's `seed` wins; without one
     /// each request draws a random seed).
@@ -33,20 +36,40 @@ pub struct ServeArgs {
     pub sampling: SamplingArgs,
 }
 
+/// The id clients see: the first alias that is not `*`, else [`default_id`].
 fn model_id(args: &ServeArgs) -> String {
-    if let Some(a) = &args.alias {
-        return a.clone();
+    match args.alias.iter().find(|a| *a != "*") {
+        Some(a) => a.clone(),
+        None => default_id(args.model.model.as_deref().unwrap_or(DEFAULT_MODEL)),
     }
-    let m = args
-        .model
-        .model
-        .as_deref()
-        .unwrap_or(crate::models::DEFAULT_MODEL);
-    let stem = Path::new(m)
-        .file_stem()
+}
+
+/// A known model's name (also when given as the path of its cached file), else the file name
+/// without `.gguf` and without a split suffix (`-00001-of-00003`): dots inside a name stay
+/// (`qwen2.5-coder-0.5b`).
+pub fn default_id(model: &str) -> String {
+    if find_model(model).is_some() {
+        return model.to_string();
+    }
+    let file = Path::new(model)
+        .file_name()
         .and_then(|s| s.to_str())
-        .unwrap_or(m);
-    stem.to_string()
+        .unwrap_or(model);
+    if let Some(known) = known_models().iter().find(|k| k.file_name == file) {
+        return known.name.to_string();
+    }
+    let stem = file.strip_suffix(".gguf").unwrap_or(file);
+    match stem.rsplit_once("-of-") {
+        Some((head, tail)) if tail.len() == 5 && tail.bytes().all(|b| b.is_ascii_digit()) => {
+            match head.rsplit_once('-') {
+                Some((name, n)) if n.len() == 5 && n.bytes().all(|b| b.is_ascii_digit()) => {
+                    name.to_string()
+                }
+                _ => stem.to_string(),
+            }
+        }
+        _ => stem.to_string(),
+    }
 }
 
 /// Binds, loads the model in the background, and serves until Ctrl-C.
@@ -58,6 +81,7 @@ pub fn run(args: ServeArgs, models_dir: &Path) -> anyhow::Result<()> {
         n_ctx: args.model.ctx,
         kv: args.model.kv,
         model_id: model_id(&args),
+        aliases: args.alias.clone(),
         model_path: args
             .model
             .model
@@ -65,7 +89,7 @@ pub fn run(args: ServeArgs, models_dir: &Path) -> anyhow::Result<()> {
             .unwrap_or_else(|| crate::models::DEFAULT_MODEL.to_string()),
         sampling: args.sampling.params(),
         fixed_seed: false,
-        max_body_bytes: args.max_body_mib.max(1) << 20,
+        max_body_bytes: args.max_body_mib << 20,
         ..ServerConfig::default()
     };
     let model_args = args.model.clone();
@@ -74,4 +98,18 @@ pub fn run(args: ServeArgs, models_dir: &Path) -> anyhow::Result<()> {
         crate::load_model(&model_args, &dir).map_err(|e| format!("{e:#}"))
     })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_id;
+
+    #[test]
+    fn model_ids_keep_dots_and_drop_gguf_and_split_suffixes() {
+        assert_eq!(default_id("qwen2.5-coder-0.5b"), "qwen2.5-coder-0.5b");
+        assert_eq!(default_id("/m/SmolLM2-135M-Instruct.Q4_1.gguf"), "smollm2-135m");
+        assert_eq!(default_id("/m/my-model.v2.Q8_0.gguf"), "my-model.v2.Q8_0");
+        assert_eq!(default_id("big-00001-of-00003.gguf"), "big");
+        assert_eq!(default_id("plain"), "plain");
+    }
 }

@@ -20,6 +20,9 @@ pub struct ServerConfig {
     pub kv: KvType,
     /// The model id reported by `/v1/models` and in responses.
     pub model_id: String,
+    /// Other model names a request may give (`--alias`); `*` accepts any name. A request
+    /// naming another model gets 404.
+    pub aliases: Vec<String>,
     /// Where the model was loaded from (for `/v1/status`).
     pub model_path: String,
     /// Sampling used where a request does not say (its `seed` is used only when a request asks
@@ -42,6 +45,7 @@ impl Default for ServerConfig {
             n_ctx: 4096,
             kv: KvType::default(),
             model_id: "strata".into(),
+            aliases: Vec::new(),
             model_path: String::new(),
             sampling: SamplingParams::default(),
             fixed_seed: false,

@@ -15,6 +15,8 @@ pub struct ApiError {
     pub message: String,
     /// The request field at fault, when one is (`messages`, `max_tokens`, ...).
     pub param: Option<String>,
+    /// OpenAI's `error.code` (`model_not_found`); the status number when `None`.
+    pub code: Option<&'static str>,
 }
 
 impl ApiError {
@@ -24,6 +26,7 @@ impl ApiError {
             status,
             message: message.into(),
             param: None,
+            code: None,
         }
     }
 
@@ -82,7 +85,10 @@ impl ApiError {
             "message": self.message,
             "type": self.openai_type(),
             "param": self.param,
-            "code": self.status.as_u16(),
+            "code": match self.code {
+                Some(c) => json!(c),
+                None => json!(self.status.as_u16()),
+            },
         }})
     }
 

@@ -25,7 +25,7 @@ async fn read_json<T: DeserializeOwned, S: Send + Sync>(
         if status == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
                 status,
-                "the request body is larger than the server accepts (--max-body)",
+                "the request body is larger than this server accepts; start `strata serve` with a larger --max-body-mib",
             )
         } else {
             ApiError::new(
@@ -54,6 +54,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         } else {
             "invalid request"
         };
+        let inner = for_people(&inner.to_string());
         let mut err = ApiError::bad_request(format!("{what}: {inner}"));
         if path != "." {
             err.message = format!("{what} at '{path}': {inner}");
@@ -61,6 +62,66 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         }
         err
     })
+}
+
+/// serde's message with Rust's type names put in JSON's words (`expected u32` → `expected a
+/// whole number of 0 or more`, `struct X` → `an object`).
+pub fn for_people(msg: &str) -> String {
+    const WORDS: [(&str, &str); 20] = [
+        ("usize", "a whole number of 0 or more"),
+        ("u64", "a whole number of 0 or more"),
+        ("u32", "a whole number of 0 or more"),
+        ("u16", "a whole number of 0 or more"),
+        ("u8", "a whole number of 0 or more"),
+        ("isize", "a whole number"),
+        ("i64", "a whole number"),
+        ("i32", "a whole number"),
+        ("i16", "a whole number"),
+        ("i8", "a whole number"),
+        ("f64", "a number"),
+        ("f32", "a number"),
+        ("a sequence", "an array"),
+        ("a map", "an object"),
+        ("a boolean", "true or false"),
+        ("a borrowed string", "a string"),
+        ("unit", "null"),
+        ("a string", "a string"),
+        ("a character", "a one-character string"),
+        ("a tuple", "an array"),
+    ];
+    let mut out = msg.to_string();
+    // `expected struct Foo` / `expected enum Foo` / `untagged enum Foo`: the shape, not the name.
+    for (pat, word) in [
+        ("expected struct ", "expected an object"),
+        ("expected enum ", "expected one of the allowed values"),
+        ("untagged enum ", "the accepted shapes"),
+        ("expected tuple struct ", "expected a value"),
+    ] {
+        while let Some(at) = out.find(pat) {
+            let rest = &out[at + pat.len()..];
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            out = format!("{}{word}{}", &out[..at], &rest[end..]);
+        }
+    }
+    for (rust, json) in WORDS {
+        for lead in ["expected ", "expected one of "] {
+            let from = format!("{lead}{rust}");
+            let to = format!("{lead}{json}");
+            if let Some(at) = out.find(&from) {
+                let after = at + from.len();
+                let word_ends = out[after..]
+                    .chars()
+                    .next()
+                    .is_none_or(|c| !c.is_alphanumeric());
+                if word_ends {
+                    out = format!("{}{to}{}", &out[..at], &out[after..]);
+                }
+            }
+        }
+    }
+    out
 }
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
@@ -99,6 +160,8 @@ mod tests {
         assert!(e.message.starts_with("malformed JSON"), "{}", e.message);
         let e = parse_json::<Req>(br#"{"max_tokens": "ten"}"#).unwrap_err();
         assert_eq!(e.param.as_deref(), Some("max_tokens"));
+        assert!(!e.message.contains("u32"), "{}", e.message);
+        assert!(e.message.contains("a whole number"), "{}", e.message);
         assert!(parse_json::<Req>(b"  ").is_err());
         assert!(parse_json::<Req>(br#"{"max_tokens": 3, "other": [1]}"#).is_ok());
     }

@@ -25,8 +25,13 @@ pub struct GenerationSpec {
     pub logprobs: Option<usize>,
 }
 
-/// Queues `spec`; the receiver yields the job's events. Dropping it cancels the job.
-pub fn submit(engine: &Engine, spec: GenerationSpec) -> Result<UnboundedReceiver<Event>, ApiError> {
+/// Queues `spec` for `route` (named in the request's log line); the receiver yields the job's
+/// events. Dropping it cancels the job.
+pub fn submit(
+    engine: &Engine,
+    spec: GenerationSpec,
+    route: &'static str,
+) -> Result<UnboundedReceiver<Event>, ApiError> {
     let (tx, rx) = unbounded_channel();
     engine.submit(Job {
         prompt: spec.prompt,
@@ -36,6 +41,7 @@ pub fn submit(engine: &Engine, spec: GenerationSpec) -> Result<UnboundedReceiver
         logprobs: spec.logprobs,
         events: tx,
         enqueued: Instant::now(),
+        route,
     })?;
     Ok(rx)
 }

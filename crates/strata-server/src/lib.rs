@@ -27,6 +27,7 @@ pub mod ops;
 pub mod output;
 pub mod params;
 pub mod prompt;
+pub mod request_log;
 pub mod schema;
 pub mod sse;
 pub mod state;
@@ -155,8 +156,12 @@ async fn count_http(State(state): State<Shared>, req: Request, next: Next) -> Re
         .find(|r| **r == path)
         .copied()
         .unwrap_or("unmatched");
+    let (method, path) = (req.method().clone(), path.to_string());
+    let started = std::time::Instant::now();
     let resp = next.run(req).await;
-    state.metrics.http(route, resp.status().as_u16());
+    let status = resp.status().as_u16();
+    state.metrics.http(route, status);
+    request_log::http(&method, &path, &state.config.model_id, status, started.elapsed());
     resp
 }
 
@@ -185,7 +190,7 @@ where
             let c = model.config();
             let n_ctx = if st.config.n_ctx == 0 { c.n_ctx_train.min(8192) } else { st.config.n_ctx };
             let desc = format!("{}, {} layers, vocab {}", c.arch.name(), c.n_layer, c.n_vocab);
-            let engine = Engine::start(Arc::new(model), n_ctx, st.config.kv, st.metrics.clone()).map_err(|e| e.to_string())?;
+            let engine = Engine::start(Arc::new(model), &st.config.model_id, n_ctx, st.config.kv, st.metrics.clone()).map_err(|e| e.to_string())?;
             let _ = st.engine.set(Arc::new(engine));
             Ok((desc, n_ctx))
         });

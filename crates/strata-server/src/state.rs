@@ -37,6 +37,29 @@ impl AppState {
         })
     }
 
+    /// Ok when a request may name `requested` (absent, the model id, or an alias); otherwise
+    /// 404 in OpenAI's shape (`model_not_found`), saying which model is loaded.
+    pub fn check_model(&self, requested: Option<&str>) -> Result<(), ApiError> {
+        let Some(name) = requested.filter(|n| !n.is_empty()) else {
+            return Ok(());
+        };
+        let c = &self.config;
+        if name == c.model_id || c.aliases.iter().any(|a| a == name || a == "*") {
+            return Ok(());
+        }
+        Err(ApiError {
+            code: Some("model_not_found"),
+            param: Some("model".into()),
+            ..ApiError::new(
+                axum::http::StatusCode::NOT_FOUND,
+                format!(
+                    "the model '{name}' is not loaded: this server runs '{}' (start it with --alias {name} to accept that name too)",
+                    c.model_id
+                ),
+            )
+        })
+    }
+
     /// The engine, or 503 while the model loads.
     pub fn engine(&self) -> Result<&Arc<Engine>, ApiError> {
         self.engine.get().ok_or_else(ApiError::loading)

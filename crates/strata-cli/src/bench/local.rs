@@ -320,9 +320,21 @@ pub fn run_tests(model: &Model, args: &ModelArgs, t: &Tests) -> Result<Vec<TestR
         cases.extend(t.n_prompt.iter().filter(|&&n| n > 0).map(|&n| (n, 0, d)));
         cases.extend(t.n_gen.iter().filter(|&&n| n > 0).map(|&n| (0, n, d)));
     }
+    let largest = cases
+        .iter()
+        .map(|(p, g, d)| d.saturating_add(*p.max(g)).saturating_add(1))
+        .max();
+    if let Some(n) = largest {
+        crate::memory::check_session_or(
+            model.config(),
+            n,
+            args.kv,
+            Some("try smaller -p, -n or -d"),
+        )?;
+    }
     let mut out = Vec::new();
     for (n_prompt, n_gen, depth) in cases {
-        let n_ctx = depth + n_prompt.max(n_gen) + 1;
+        let n_ctx = depth.saturating_add(n_prompt.max(n_gen)).saturating_add(1);
         let (mut ts, mut ns) = (Vec::new(), Vec::new());
         // Untimed warm-up as llama-bench does it: the whole prompt of a pp test (which pages in
         // every expert a batch routes to), one token of a tg test.

@@ -42,7 +42,7 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub model: crate::ModelArgs,
     /// Repetitions of every case; tables show the median and min–max (--local: mean ± sd).
-    #[arg(short = 'r', long, default_value_t = 3)]
+    #[arg(short = 'r', long, default_value_t = 3, value_parser = crate::flags::reps)]
     pub reps: usize,
     /// Prompt-processing sizes in tokens (`512,4k`; k = 1024; 0 = none, as llama-bench's
     /// `-p 0`). Default 1k, or 4k,16k,32k with --long; 512 with --local.
@@ -84,11 +84,14 @@ pub struct BenchArgs {
     #[arg(long, num_args = 2.., value_name = "JSON")]
     pub compare: Vec<PathBuf>,
     /// Seconds one request may take.
-    #[arg(long, default_value_t = 3600)]
+    #[arg(long, default_value_t = 3600, value_parser = crate::flags::timeout_secs)]
     pub timeout: u64,
 }
 
-/// Parses `4096`, `4k` or `4K` (k = 1024) as a token count.
+/// The largest token count a size flag takes (16M, far beyond any model's context).
+pub const MAX_TOKENS: usize = 1 << 24;
+
+/// Parses `4096`, `4k` or `4K` (k = 1024) as a token count, at most [`MAX_TOKENS`].
 pub fn parse_size(s: &str) -> Result<usize, String> {
     let t = s.trim();
     let (num, mul) = match t.strip_suffix(['k', 'K']) {
@@ -96,7 +99,8 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         None => (t, 1.0),
     };
     match num.parse::<f64>() {
-        Ok(v) if v > 0.0 => Ok((v * mul).round() as usize),
+        Ok(v) if v > 0.0 && v * mul <= MAX_TOKENS as f64 => Ok((v * mul).round() as usize),
+        Ok(v) if v > 0.0 => Err(format!("'{s}' is more than {MAX_TOKENS} tokens (16M)")),
         _ => Err(format!("'{s}' is not a token count like 512 or 4k")),
     }
 }

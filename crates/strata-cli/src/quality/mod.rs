@@ -62,6 +62,7 @@ pub fn run(args: QualityArgs, models_dir: &Path) -> Result<()> {
         model: args.model.clone(),
         ctx: args.ctx,
         kv: args.kv,
+        gpu_layers: None,
         pool: args.pool,
     };
     let model_path = crate::models::resolve_model(args.model.as_deref(), models_dir)?;

@@ -53,6 +53,7 @@ pub async fn messages(
     State(state): State<Shared>,
     AnthropicJson(req): AnthropicJson<MessagesRequest>,
 ) -> Result<Response, AnthropicError> {
+    state.check_model(req.model.as_deref())?;
     let engine = state.engine()?;
     let Some(limit) = req.max_tokens else {
         return Err(ApiError::bad_param("max_tokens", "max_tokens is required").into());
@@ -77,6 +78,7 @@ pub async fn messages(
             stop,
             logprobs: None,
         },
+        "/v1/messages",
     )?;
     let (id, model) = (new_id("msg_"), state.config.model_id.clone());
     if req.stream.unwrap_or(false) {
@@ -121,6 +123,7 @@ pub async fn count_tokens(
     State(state): State<Shared>,
     AnthropicJson(req): AnthropicJson<MessagesRequest>,
 ) -> Result<Json<Value>, AnthropicError> {
+    state.check_model(req.model.as_deref())?;
     let engine = state.engine()?;
     let prepared = prepare_chat(engine.model(), usize::MAX, to_chat(&req)?)?;
     Ok(Json(json!({"input_tokens": prepared.tokens.len()})))

@@ -115,11 +115,12 @@ pub async fn chat_completions(
     State(state): State<Shared>,
     ApiJson(req): ApiJson<ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
+    state.check_model(req.model.as_deref())?;
     let mut plan = plan(&state, req)?;
     let engine = state.engine()?;
     let model = state.config.model_id.clone();
     let logprobs = plan.spec.logprobs.is_some();
-    let rx = submit(engine, plan.spec)?;
+    let rx = submit(engine, plan.spec, "/v1/chat/completions")?;
     let id = new_id("chatcmpl-");
     if plan.stream {
         let mut s = ChatStream::new(id, model, plan.parser, plan.include_usage, plan.format);

@@ -122,6 +122,7 @@ pub async fn completions(
     State(state): State<Shared>,
     ApiJson(req): ApiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
+    state.check_model(req.model.as_deref())?;
     let engine = state.engine()?;
     if req.n.is_some_and(|n| n != 1) {
         return Err(ApiError::bad_param("n", "only n = 1 is supported"));
@@ -148,7 +149,7 @@ pub async fn completions(
         prompt: prompt_tokens(&state, req.prompt)?,
     };
     let want_lp = spec.logprobs.is_some();
-    let rx = submit(engine, spec)?;
+    let rx = submit(engine, spec, "/v1/completions")?;
     let (id, created, model) = (new_id("cmpl-"), unix_now(), state.config.model_id.clone());
     let chunk = move |text: &str, lp: Value, finish: Option<&str>| {
         json!({"id": id, "object": "text_completion", "created": created, "model": model,

@@ -40,6 +40,8 @@ pub struct Job {
     pub events: mpsc::UnboundedSender<Event>,
     /// When the job was queued (for queue time and time to first token).
     pub enqueued: Instant,
+    /// The route that asked (for the request's log line).
+    pub route: &'static str,
 }
 
 /// Why an answer ended.
@@ -115,18 +117,21 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Starts the engine thread for `model` with one session of `n_ctx` positions.
+    /// Starts the engine thread for `model` (called `model_id` in log lines) with one session
+    /// of `n_ctx` positions.
     pub fn start(
         model: Arc<Model>,
+        model_id: &str,
         n_ctx: usize,
         kv: KvType,
         metrics: Arc<Metrics>,
     ) -> std::io::Result<Engine> {
         let (tx, rx) = std_mpsc::channel::<Job>();
         let (m, mt) = (model.clone(), metrics.clone());
+        let id = model_id.to_string();
         std::thread::Builder::new()
             .name("strata-engine".into())
-            .spawn(move || worker_loop(&m, rx, n_ctx, kv, &mt))?;
+            .spawn(move || worker_loop(&m, &id, rx, n_ctx, kv, &mt))?;
         Ok(Engine {
             model,
             jobs: tx,
@@ -157,6 +162,7 @@ impl Engine {
 
 fn worker_loop(
     model: &Model,
+    model_id: &str,
     jobs: std_mpsc::Receiver<Job>,
     n_ctx: usize,
     kv: KvType,
@@ -168,6 +174,7 @@ fn worker_loop(
         let queue_time = job.enqueued.elapsed();
         if job.events.is_closed() {
             metrics.finished(&Finish::Cancelled);
+            crate::request_log::cancelled(job.route, model_id, queue_time);
             continue;
         }
         metrics.set_running(1);
@@ -178,19 +185,21 @@ fn worker_loop(
             Ok(Ok(mut stats)) => {
                 stats.queue_time = queue_time;
                 metrics.record(&stats);
+                crate::request_log::generation(job.route, model_id, &stats);
                 Event::Done(stats)
             }
             Ok(Err(e)) => {
                 metrics.failed();
+                crate::request_log::failed(job.route, model_id, &e);
                 Event::Failed(e)
             }
             Err(_) => {
                 tracing::error!("generation panicked; the session is reset and the server goes on");
                 session = model.new_session(n_ctx, kv);
                 metrics.failed();
-                Event::Failed(ApiError::internal(
-                    "internal error during generation (the server goes on)",
-                ))
+                let e = ApiError::internal("internal error during generation (the server goes on)");
+                crate::request_log::failed(job.route, model_id, &e);
+                Event::Failed(e)
             }
         };
         let _ = job.events.send(event);
