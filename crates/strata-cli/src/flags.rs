@@ -8,8 +8,9 @@
 use std::ffi::OsString;
 
 /// llama.cpp's multi-letter single-dash flags and the long names Strata gives them.
-const LLAMA_CPP_FLAGS: [(&str, &str); 5] = [
+const LLAMA_CPP_FLAGS: [(&str, &str); 6] = [
     ("-ngl", "--gpu-layers"),
+    ("-ub", "--ubatch"),
     ("-cnv", "--conversation"),
     ("-no-cnv", "--no-conversation"),
     ("-ctk", "--kv"),
@@ -116,6 +117,12 @@ pub fn ctx(s: &str) -> Result<usize, String> {
     int_in(s, 0, 1 << 32, "the context in tokens (0 = the model's)").map(|v| v as usize)
 }
 
+/// `--ubatch`: tokens per forward run, 1 to 8192 (llama.cpp's `-ub`).
+pub fn ubatch(s: &str) -> Result<usize, String> {
+    let max = strata_engine::model::MAX_UBATCH as u64;
+    int_in(s, 1, max, "the micro-batch in tokens").map(|v| v as usize)
+}
+
 /// `-n/--n-predict`: a token count, or -1 (or -2, llama.cpp's "until the context is full") for
 /// no limit: generation ends at the end of the text or when the context is full.
 pub fn n_predict(s: &str) -> Result<usize, String> {
@@ -168,7 +175,9 @@ mod tests {
 
     #[test]
     fn llama_cpp_flags_become_long_flags() {
-        let got = normalize(strs(&["strata", "run", "-ngl", "99", "-cnv", "-ngl=5", "-n", "4"]));
+        let got = normalize(strs(&[
+            "strata", "run", "-ngl", "99", "-cnv", "-ngl=5", "-n", "4",
+        ]));
         let want = strs(&[
             "strata",
             "run",

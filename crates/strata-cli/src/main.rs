@@ -98,6 +98,10 @@ pub struct ModelArgs {
     /// KV cache type: f16 or f32.
     #[arg(long, default_value = "f16")]
     pub kv: KvType,
+    /// Most tokens per forward run (llama.cpp's -ub): a longer prompt runs in pieces of this
+    /// size, which bounds the activation memory; results do not depend on it.
+    #[arg(long, default_value_t = strata_engine::model::UBATCH, value_parser = flags::ubatch)]
+    pub ubatch: usize,
     /// Layers to offload to the GPU (llama.cpp's -ngl). This build has no GPU backend: the
     /// value is accepted and ignored, with a warning.
     #[arg(long = "gpu-layers", visible_alias = "n-gpu-layers", value_name = "N",
@@ -305,8 +309,9 @@ pub fn load_model(
     start_pool(args.pool.pool_workers, args.pool.pool_affinity);
     let model = strata_engine::Model::load(&path)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    model.set_ubatch(args.ubatch)?;
     let c = model.config();
-    memory::check_session(c, memory::resolve_ctx(args.ctx, c), args.kv)?;
+    memory::check_session(c, memory::resolve_ctx(args.ctx, c), args.kv, args.ubatch)?;
     if args.ctx > c.n_ctx_train {
         tracing::warn!(
             "--ctx {} is larger than the {} tokens the model was trained on; quality may drop past {}",

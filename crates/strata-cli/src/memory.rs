@@ -4,7 +4,6 @@
 
 use anyhow::{bail, Result};
 use strata_engine::config::ModelConfig;
-use strata_engine::model::UBATCH;
 use strata_engine::KvType;
 
 /// The context `--ctx 0` means: the model's training context, at most 8192 tokens.
@@ -29,11 +28,13 @@ pub struct Shape {
     pub ff: usize,
     pub n_vocab: usize,
     pub n_ctx_train: usize,
+    /// Tokens per forward run (`--ubatch`): the rows the activations are sized for.
+    pub ubatch: usize,
 }
 
 impl Shape {
-    /// The shape of `cfg`.
-    pub fn of(cfg: &ModelConfig) -> Shape {
+    /// The shape of `cfg`, run in micro-batches of `ubatch` tokens.
+    pub fn of(cfg: &ModelConfig, ubatch: usize) -> Shape {
         let ff = match &cfg.moe {
             Some(m) => cfg.n_ff.max(m.n_ff_exp * m.n_expert_used),
             None => cfg.n_ff,
@@ -46,6 +47,7 @@ impl Shape {
             ff,
             n_vocab: cfg.n_vocab,
             n_ctx_train: cfg.n_ctx_train,
+            ubatch,
         }
     }
 }
@@ -61,19 +63,19 @@ pub fn kv_bytes(cfg: &Shape, n_ctx: usize, kv: KvType) -> u128 {
 }
 
 /// Bytes of one session besides its KV cache: the token record (4 per position), the
-/// activations of one batch of [`UBATCH`] tokens and the logits. An estimate from above of
+/// activations of one run of `--ubatch` tokens and the logits. An estimate from above of
 /// the engine's buffers, which grow to these sizes on the first long prompt.
 pub fn scratch_bytes(cfg: &Shape, n_ctx: usize) -> u128 {
     let per_token = 4 * cfg.n_embd + 2 * cfg.q + 2 * cfg.kv_row + 3 * cfg.ff;
-    let batch = n_ctx.min(UBATCH) as u128;
+    let batch = n_ctx.min(cfg.ubatch) as u128;
     4 * n_ctx as u128 + 4 * batch * per_token as u128 + 4 * cfg.n_vocab as u128
 }
 
 /// Fails with one line when a session of `n_ctx` positions needs more than the available
 /// memory (`MemAvailable`), naming what it needs, what is free and a `--ctx` that fits.
 /// Where available memory is unknown (not Linux) nothing is checked.
-pub fn check_session(cfg: &ModelConfig, n_ctx: usize, kv: KvType) -> Result<()> {
-    check_session_or(cfg, n_ctx, kv, None)
+pub fn check_session(cfg: &ModelConfig, n_ctx: usize, kv: KvType, ubatch: usize) -> Result<()> {
+    check_session_or(cfg, n_ctx, kv, ubatch, None)
 }
 
 /// [`check_session`] with `advice` in place of "try --ctx N" (for commands whose context
@@ -82,12 +84,13 @@ pub fn check_session_or(
     cfg: &ModelConfig,
     n_ctx: usize,
     kv: KvType,
+    ubatch: usize,
     advice: Option<&str>,
 ) -> Result<()> {
     let Some(free) = strata_engine::residency::available_memory_bytes() else {
         return Ok(());
     };
-    check_against(&Shape::of(cfg), n_ctx, kv, free as u128, advice)
+    check_against(&Shape::of(cfg, ubatch), n_ctx, kv, free as u128, advice)
 }
 
 /// [`check_session_or`] against `free` bytes.
@@ -164,6 +167,7 @@ mod tests {
             ff: 1536,
             n_vocab: 49152,
             n_ctx_train: 8192,
+            ubatch: 512,
         }
     }
 
@@ -172,7 +176,10 @@ mod tests {
         let c = smollm2();
         // 2 · 30 layers · 4096 positions · 192 values · 2 bytes.
         assert_eq!(kv_bytes(&c, 4096, KvType::F16), 2 * 30 * 4096 * 192 * 2);
-        assert_eq!(kv_bytes(&c, 4096, KvType::F32), 2 * kv_bytes(&c, 4096, KvType::F16));
+        assert_eq!(
+            kv_bytes(&c, 4096, KvType::F32),
+            2 * kv_bytes(&c, 4096, KvType::F16)
+        );
         assert!(kv_bytes(&c, usize::MAX, KvType::F32) > u64::MAX as u128);
     }
 

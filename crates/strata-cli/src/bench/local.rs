@@ -329,6 +329,7 @@ pub fn run_tests(model: &Model, args: &ModelArgs, t: &Tests) -> Result<Vec<TestR
             model.config(),
             n,
             args.kv,
+            model.ubatch(),
             Some("try smaller -p, -n or -d"),
         )?;
     }

@@ -62,6 +62,7 @@ pub fn run(args: QualityArgs, models_dir: &Path) -> Result<()> {
         model: args.model.clone(),
         ctx: args.ctx,
         kv: args.kv,
+        ubatch: strata_engine::model::UBATCH,
         gpu_layers: None,
         pool: args.pool,
     };
