@@ -193,7 +193,9 @@ mod tests {
 
     #[test]
     fn llama_cpp_flags_become_long_flags() {
-        let got = normalize(strs(&["strata", "run", "-ngl", "99", "-cnv", "-ngl=5", "-n", "4"]));
+        let got = normalize(strs(&[
+            "strata", "run", "-ngl", "99", "-cnv", "-ngl=5", "-n", "4",
+        ]));
         let want = strs(&[
             "strata",
             "run",

@@ -102,7 +102,11 @@ fn print_tensors(model: &GgufModel, out: &mut dyn Write) -> anyhow::Result<()> {
 
     writeln!(out, "\nby type:")?;
     let gib = total as f64 / (1024.0 * 1024.0 * 1024.0);
-    writeln!(out, "  all     {:>6} tensors  {total:>14} bytes ({gib:.3} GiB)", model.tensor_count())?;
+    writeln!(
+        out,
+        "  all     {:>6} tensors  {total:>14} bytes ({gib:.3} GiB)",
+        model.tensor_count()
+    )?;
     for (ty, (n, bytes)) in per_type {
         writeln!(out, "  {ty:7} {n:>6} tensors  {bytes:>14} bytes")?;
     }
@@ -155,7 +159,11 @@ pub fn file_type_name(t: u64) -> String {
 /// and whether the file has a chat template.
 pub fn summary(model: &GgufModel, out: &mut dyn Write) -> anyhow::Result<()> {
     let md = model.metadata();
-    let arch = md.opt_str("general.architecture").ok().flatten().unwrap_or("?");
+    let arch = md
+        .opt_str("general.architecture")
+        .ok()
+        .flatten()
+        .unwrap_or("?");
     let num = |k: &str| md.opt_u64(&format!("{arch}.{k}")).ok().flatten();
     if let Some(name) = md.opt_str("general.name").ok().flatten() {
         writeln!(out, "  name            {name}")?;

@@ -45,7 +45,11 @@ pub fn list(models_dir: &Path) -> Result<()> {
         match GgufModel::open(&p) {
             Ok(g) => {
                 let md = g.metadata();
-                let arch = md.opt_str("general.architecture").ok().flatten().unwrap_or("?");
+                let arch = md
+                    .opt_str("general.architecture")
+                    .ok()
+                    .flatten()
+                    .unwrap_or("?");
                 let template = md.contains("tokenizer.chat_template");
                 println!(
                     "{name:20} {:>9}  {arch:10} {:13} file in {}",

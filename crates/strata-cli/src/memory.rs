@@ -172,7 +172,10 @@ mod tests {
         let c = smollm2();
         // 2 · 30 layers · 4096 positions · 192 values · 2 bytes.
         assert_eq!(kv_bytes(&c, 4096, KvType::F16), 2 * 30 * 4096 * 192 * 2);
-        assert_eq!(kv_bytes(&c, 4096, KvType::F32), 2 * kv_bytes(&c, 4096, KvType::F16));
+        assert_eq!(
+            kv_bytes(&c, 4096, KvType::F32),
+            2 * kv_bytes(&c, 4096, KvType::F16)
+        );
         assert!(kv_bytes(&c, usize::MAX, KvType::F32) > u64::MAX as u128);
     }
 

@@ -47,7 +47,11 @@ impl WheelSource for PipDownload {
             })?;
         if !out.status.success() {
             let said = String::from_utf8_lossy(&out.stderr);
-            let last = said.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+            let last = said
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
             bail!(
                 "`{python} -m pip download {spec}` failed ({}): {}",
                 out.status,

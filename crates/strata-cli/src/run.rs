@@ -23,7 +23,12 @@ pub struct RunArgs {
     #[arg(short = 'p', long, allow_hyphen_values = true)]
     pub prompt: Option<String>,
     /// Read the prompt from FILE.
-    #[arg(short = 'f', long = "file", value_name = "FILE", conflicts_with = "prompt")]
+    #[arg(
+        short = 'f',
+        long = "file",
+        value_name = "FILE",
+        conflicts_with = "prompt"
+    )]
     pub file: Option<PathBuf>,
     /// Tokens to generate at most (-1 = until the end of the text or the context).
     #[arg(short = 'n', long = "n-predict", default_value_t = 128, value_parser = flags::n_predict)]
@@ -93,8 +98,8 @@ pub fn run(mut args: RunArgs, models_dir: &Path) -> anyhow::Result<()> {
             add_generation_prompt: true,
             ..Default::default()
         };
-        let text = crate::chat::template_of(&model)
-            .render(&[ChatMessage::new("user", text)], &opts)?;
+        let text =
+            crate::chat::template_of(&model).render(&[ChatMessage::new("user", text)], &opts)?;
         tok.encode(&text, true, true)
     } else {
         tok.encode(&text, true, false)

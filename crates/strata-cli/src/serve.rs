@@ -117,7 +117,10 @@ mod tests {
     #[test]
     fn model_ids_keep_dots_and_drop_gguf_and_split_suffixes() {
         assert_eq!(default_id("qwen2.5-coder-0.5b"), "qwen2.5-coder-0.5b");
-        assert_eq!(default_id("/m/SmolLM2-135M-Instruct.Q4_1.gguf"), "smollm2-135m");
+        assert_eq!(
+            default_id("/m/SmolLM2-135M-Instruct.Q4_1.gguf"),
+            "smollm2-135m"
+        );
         assert_eq!(default_id("/m/my-model.v2.Q8_0.gguf"), "my-model.v2.Q8_0");
         assert_eq!(default_id("big-00001-of-00003.gguf"), "big");
         assert_eq!(default_id("plain"), "plain");

@@ -65,7 +65,10 @@ fn ctrl_c_stops_the_answer_not_the_chat() {
     p.exp_eof().expect("/bye ends the program");
     let status = p.process_mut().wait().unwrap();
     let status = format!("{status:?}");
-    assert!(status.starts_with("Exited(") && status.ends_with(", 0)"), "{status}");
+    assert!(
+        status.starts_with("Exited(") && status.ends_with(", 0)"),
+        "{status}"
+    );
     std::thread::sleep(Duration::from_millis(10));
     assert!(
         home.join(".cache/strata/chat_history").exists(),

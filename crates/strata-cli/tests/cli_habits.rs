@@ -42,7 +42,9 @@ fn prompt_comes_positionally_from_a_file_or_from_stdin() {
     let m = m.to_str().unwrap();
     // ollama run MODEL "prompt"; the known name works as well as the path.
     assert_paris(&run_strata(&["run", m, PROMPT, "-n", "2", "--temp", "0"]));
-    assert_paris(&run_strata(&["run", "-m", m, PROMPT, "-n", "2", "--temp", "0"]));
+    assert_paris(&run_strata(&[
+        "run", "-m", m, PROMPT, "-n", "2", "--temp", "0",
+    ]));
     // Several words after the model are one prompt, as in ollama.
     let words: Vec<&str> = PROMPT.split(' ').collect();
     let mut args = vec!["run", m];
@@ -54,7 +56,9 @@ fn prompt_comes_positionally_from_a_file_or_from_stdin() {
     let file = dir.join("prompt.txt");
     std::fs::write(&file, PROMPT).unwrap();
     let f = file.to_str().unwrap();
-    assert_paris(&run_strata(&["run", "-m", m, "-f", f, "-n", "2", "--temp", "0"]));
+    assert_paris(&run_strata(&[
+        "run", "-m", m, "-f", f, "-n", "2", "--temp", "0",
+    ]));
     assert_paris(&strata_with_stdin(
         &["run", "-m", m, "-p", "-", "-n", "2", "--temp", "0"],
         PROMPT,
@@ -90,7 +94,10 @@ fn n_minus_one_runs_until_the_context_is_full() {
     // Greedy SmolLM2 tells a story well past 20 tokens: no count stops it, the context does.
     let last = stderr.lines().last().unwrap_or("");
     assert!(last.starts_with("prompt: 4 tokens"), "{stderr}");
-    assert!(stderr.contains("the context of 24 tokens is full"), "{stderr}");
+    assert!(
+        stderr.contains("the context of 24 tokens is full"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -107,7 +114,17 @@ fn llama_cpp_flags_are_accepted_or_pointed_elsewhere() {
         "{stderr}"
     );
     assert_paris(&run_strata(&[
-        "run", "-m", m, "-p", PROMPT, "-n", "2", "--temp", "0", "--gpu-layers", "-1",
+        "run",
+        "-m",
+        m,
+        "-p",
+        PROMPT,
+        "-n",
+        "2",
+        "--temp",
+        "0",
+        "--gpu-layers",
+        "-1",
     ]));
     let cnv = run_strata(&["run", "-m", m, "-cnv"]);
     assert_eq!(cnv.status.code(), Some(1), "{}", text(&cnv));
@@ -142,7 +159,17 @@ fn sampling_values_are_range_checked_and_negative_numbers_are_values() {
     }
     // A negative value in range is a value, not a flag.
     let ok = run_strata(&[
-        "run", "-m", m, "-p", PROMPT, "-n", "2", "--temp", "0", "--presence-penalty", "-1.5",
+        "run",
+        "-m",
+        m,
+        "-p",
+        PROMPT,
+        "-n",
+        "2",
+        "--temp",
+        "0",
+        "--presence-penalty",
+        "-1.5",
     ]);
     assert_paris(&ok);
 }
@@ -167,7 +194,10 @@ fn list_shows_known_models_and_show_summarises_one() {
     );
     assert!(smol.contains("downloaded"), "{smol}");
     let gemma = row("gemma3-270m");
-    assert!(gemma.contains("gemma3") && gemma.contains("no (base)"), "{gemma}");
+    assert!(
+        gemma.contains("gemma3") && gemma.contains("no (base)"),
+        "{gemma}"
+    );
     assert!(row("qwen2.5-coder-0.5b").contains("qwen2"));
 
     let show = run_strata(&["show", "smollm2-135m"]);
@@ -182,7 +212,10 @@ fn list_shows_known_models_and_show_summarises_one() {
     ] {
         assert!(s.contains(want), "missing {want:?} in:\n{s}");
     }
-    assert!(!s.contains("tensors ("), "show prints no tensor table:\n{s}");
+    assert!(
+        !s.contains("tensors ("),
+        "show prints no tensor table:\n{s}"
+    );
 
     let inspect = run_strata(&["inspect", "smollm2-135m"]);
     let i = String::from_utf8_lossy(&inspect.stdout);

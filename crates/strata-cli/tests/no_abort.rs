@@ -24,7 +24,10 @@ fn strata_within(args: &[&str], limit: Duration) -> Output {
         if start.elapsed() > limit {
             let _ = child.kill();
             let out = child.wait_with_output().unwrap();
-            panic!("strata {args:?} still ran after {limit:?}:\n{}", common::text(&out));
+            panic!(
+                "strata {args:?} still ran after {limit:?}:\n{}",
+                common::text(&out)
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -70,11 +73,29 @@ fn absurd_context_sizes_say_what_they_need_and_what_to_try() {
         assert_one_error(&args, "is free");
     }
     assert_one_error(
-        &["run", "-m", &m, "--ctx", "4294967296", "--kv", "f32", "-p", "hi"],
+        &[
+            "run",
+            "-m",
+            &m,
+            "--ctx",
+            "4294967296",
+            "--kv",
+            "f32",
+            "-p",
+            "hi",
+        ],
         "--kv f16",
     );
     assert_one_error(
-        &["run", "-m", &m, "--ctx", "99999999999999999999999", "-p", "hi"],
+        &[
+            "run",
+            "-m",
+            &m,
+            "--ctx",
+            "99999999999999999999999",
+            "-p",
+            "hi",
+        ],
         "--ctx",
     );
     assert_one_error(&["run", "-m", &m, "--ctx", "-5", "-p", "hi"], "--ctx");
@@ -97,7 +118,10 @@ fn absurd_token_counts_and_workers_are_one_line() {
         assert_one_error(&args, "--n-predict");
     }
     for flag in ["-t", "--pool-workers", "--threads"] {
-        assert_one_error(&["run", "-m", &m, "-p", "hi", flag, "100000000"], "0 to 1024");
+        assert_one_error(
+            &["run", "-m", &m, "-p", "hi", flag, "100000000"],
+            "0 to 1024",
+        );
         assert_one_error(&["serve", "-m", &m, flag, big], "0 to 1024");
     }
     for value in [big, "0", "-1"] {
@@ -111,19 +135,37 @@ fn absurd_bench_and_needle_sizes_are_one_line() {
     let m = model();
     // 16M tokens of depth or prompt: the session would need hundreds of GiB.
     assert_one_error(
-        &["bench", "--local", "-m", &m, "-p", "16384k", "-n", "0", "-r", "1"],
+        &[
+            "bench", "--local", "-m", &m, "-p", "16384k", "-n", "0", "-r", "1",
+        ],
         "try smaller -p, -n or -d",
     );
     assert_one_error(
-        &["bench", "--local", "-m", &m, "-p", "0", "-n", "1", "-d", "16384k"],
+        &[
+            "bench", "--local", "-m", &m, "-p", "0", "-n", "1", "-d", "16384k",
+        ],
         "try smaller -p, -n or -d",
     );
     assert_one_error(
-        &["bench", "--local", "-m", &m, "-p", "0", "-n", "100000000", "-r", "1"],
+        &[
+            "bench",
+            "--local",
+            "-m",
+            &m,
+            "-p",
+            "0",
+            "-n",
+            "100000000",
+            "-r",
+            "1",
+        ],
         "is free",
     );
     assert_one_error(&["bench", "--local", "-m", &m, "-p", "1e30"], "16777216");
-    assert_one_error(&["bench", "--local", "-m", &m, "-r", "99999999999"], "1 to 1000");
+    assert_one_error(
+        &["bench", "--local", "-m", &m, "-r", "99999999999"],
+        "1 to 1000",
+    );
     assert_one_error(&["bench", "--timeout", "99999999999999"], "timeout");
     assert_one_error(&["needle", "--lengths", "99999999999"], "16777216");
     assert_one_error(&["needle", "--timeout", "0"], "timeout");
@@ -144,13 +186,31 @@ fn absurd_synth_shapes_are_one_line() {
         ("--pool-rows", "1 to 1048576"),
     ] {
         assert_one_error(
-            &["synth", "--preset", "tiny-llama", "-o", out, flag, "99999999999999"],
+            &[
+                "synth",
+                "--preset",
+                "tiny-llama",
+                "-o",
+                out,
+                flag,
+                "99999999999999",
+            ],
             want,
         );
     }
     // Every width in range, but the file would not fit on any disk.
     assert_one_error(
-        &["synth", "--preset", "qwen3-30b-a3b", "--layers", "4096", "--type", "f32", "-o", out],
+        &[
+            "synth",
+            "--preset",
+            "qwen3-30b-a3b",
+            "--layers",
+            "4096",
+            "--type",
+            "f32",
+            "-o",
+            out,
+        ],
         "GiB free",
     );
     assert!(!dir.join("x.gguf").exists());

@@ -54,11 +54,23 @@ fn log_lines(log: &Path, parts: &[&str]) -> Vec<String> {
 #[test]
 fn model_id_keeps_the_dots_of_a_known_name() {
     let qwen = models_dir().join("qwen2.5-coder-0.5b-instruct-awq-q4_k_m.gguf");
-    assert!(qwen.exists(), "{} is missing: run `strata pull qwen2.5-coder-0.5b`", qwen.display());
+    assert!(
+        qwen.exists(),
+        "{} is missing: run `strata pull qwen2.5-coder-0.5b`",
+        qwen.display()
+    );
     let dir = temp_dir("serve-id");
     let log = dir.join("serve.log");
     let s = Server::logged(
-        &["serve", "-m", "qwen2.5-coder-0.5b", "--port", "0", "--ctx", "512"],
+        &[
+            "serve",
+            "-m",
+            "qwen2.5-coder-0.5b",
+            "--port",
+            "0",
+            "--ctx",
+            "512",
+        ],
         &log,
     );
     assert_eq!(model_ids(&s.url), ["qwen2.5-coder-0.5b"]);
@@ -68,7 +80,15 @@ fn model_id_keeps_the_dots_of_a_known_name() {
     let file = dir.join("my-model.v2.Q4_1.gguf");
     std::os::unix::fs::symlink(smollm2(), &file).unwrap();
     let s = Server::logged(
-        &["serve", "-m", file.to_str().unwrap(), "--port", "0", "--ctx", "512"],
+        &[
+            "serve",
+            "-m",
+            file.to_str().unwrap(),
+            "--port",
+            "0",
+            "--ctx",
+            "512",
+        ],
         &log,
     );
     assert_eq!(model_ids(&s.url), ["my-model.v2.Q4_1"]);
@@ -84,7 +104,15 @@ fn unknown_models_get_404_unless_an_alias_allows_them() {
     let log = dir.join("serve.log");
     let m = smollm2();
     let s = Server::logged(
-        &["serve", "-m", m.to_str().unwrap(), "--port", "0", "--ctx", "512"],
+        &[
+            "serve",
+            "-m",
+            m.to_str().unwrap(),
+            "--port",
+            "0",
+            "--ctx",
+            "512",
+        ],
         &log,
     );
     assert_eq!(model_ids(&s.url), ["smollm2-135m"]);
@@ -95,7 +123,10 @@ fn unknown_models_get_404_unless_an_alias_allows_them() {
     assert_eq!(body["error"]["code"], "model_not_found", "{body}");
     assert_eq!(body["error"]["param"], "model", "{body}");
     let msg = body["error"]["message"].as_str().unwrap();
-    assert!(msg.contains("gpt-4o") && msg.contains("smollm2-135m") && msg.contains("--alias"), "{msg}");
+    assert!(
+        msg.contains("gpt-4o") && msg.contains("smollm2-135m") && msg.contains("--alias"),
+        "{msg}"
+    );
     let (status, body) = post(
         &s.url,
         "/v1/messages",
@@ -107,20 +138,46 @@ fn unknown_models_get_404_unless_an_alias_allows_them() {
 
     // --alias names another id (reported) and keeps the real one; `*` accepts anything.
     let s = Server::logged(
-        &["serve", "-m", m.to_str().unwrap(), "--port", "0", "--ctx", "512", "--alias", "gpt-4o"],
+        &[
+            "serve",
+            "-m",
+            m.to_str().unwrap(),
+            "--port",
+            "0",
+            "--ctx",
+            "512",
+            "--alias",
+            "gpt-4o",
+        ],
         &log,
     );
     assert_eq!(model_ids(&s.url), ["gpt-4o"]);
     assert_eq!(post(&s.url, "/v1/chat/completions", &chat("gpt-4o")).0, 200);
-    assert_eq!(post(&s.url, "/v1/chat/completions", &chat("smollm2-135m")).0, 200);
+    assert_eq!(
+        post(&s.url, "/v1/chat/completions", &chat("smollm2-135m")).0,
+        200
+    );
     assert_eq!(post(&s.url, "/v1/chat/completions", &chat("other")).0, 404);
     drop(s);
     let s = Server::logged(
-        &["serve", "-m", m.to_str().unwrap(), "--port", "0", "--ctx", "512", "--alias", "*"],
+        &[
+            "serve",
+            "-m",
+            m.to_str().unwrap(),
+            "--port",
+            "0",
+            "--ctx",
+            "512",
+            "--alias",
+            "*",
+        ],
         &log,
     );
     assert_eq!(model_ids(&s.url), ["smollm2-135m"]);
-    assert_eq!(post(&s.url, "/v1/chat/completions", &chat("anything")).0, 200);
+    assert_eq!(
+        post(&s.url, "/v1/chat/completions", &chat("anything")).0,
+        200
+    );
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -131,14 +188,30 @@ fn errors_name_the_flag_and_no_rust_types_and_every_request_is_logged() {
     let log = dir.join("serve.log");
     let m = smollm2();
     let s = Server::logged(
-        &["serve", "-m", m.to_str().unwrap(), "--port", "0", "--ctx", "512", "--max-body-mib", "1"],
+        &[
+            "serve",
+            "-m",
+            m.to_str().unwrap(),
+            "--port",
+            "0",
+            "--ctx",
+            "512",
+            "--max-body-mib",
+            "1",
+        ],
         &log,
     );
     // 413 names the flag that raises the limit.
     let big = json!({"model": "smollm2-135m", "messages": [{"role": "user", "content": "x".repeat(2 << 20)}]});
     let (status, body) = post(&s.url, "/v1/chat/completions", &big);
     assert_eq!(status, 413, "{body}");
-    assert!(body["error"]["message"].as_str().unwrap().contains("--max-body-mib"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-body-mib"),
+        "{body}"
+    );
 
     // A field of the wrong type: the message speaks JSON, not Rust.
     for bad in [
@@ -151,26 +224,61 @@ fn errors_name_the_flag_and_no_rust_types_and_every_request_is_logged() {
         let (status, body) = post(&s.url, "/v1/chat/completions", &bad);
         assert_eq!(status, 400, "{bad}: {body}");
         let msg = body["error"]["message"].as_str().unwrap();
-        for rust in ["u64", "u32", "usize", "i64", "f32", "f64", "struct ", "enum ", "Vec<", "Option<"] {
-            assert!(!msg.contains(rust), "{bad}: {msg:?} shows the Rust type {rust:?}");
+        for rust in [
+            "u64", "u32", "usize", "i64", "f32", "f64", "struct ", "enum ", "Vec<", "Option<",
+        ] {
+            assert!(
+                !msg.contains(rust),
+                "{bad}: {msg:?} shows the Rust type {rust:?}"
+            );
         }
     }
 
     // One line per request: route, model, status; generations with tokens, speed and queue.
     let (status, _) = post(&s.url, "/v1/chat/completions", &chat("smollm2-135m"));
     assert_eq!(status, 200);
-    let (status, _) = post(&s.url, "/v1/completions", &json!({"model": "smollm2-135m", "prompt": "Hi", "max_tokens": 2}));
+    let (status, _) = post(
+        &s.url,
+        "/v1/completions",
+        &json!({"model": "smollm2-135m", "prompt": "Hi", "max_tokens": 2}),
+    );
     assert_eq!(status, 200);
     let _ = post(&s.url, "/v1/chat/completions", &chat("nope"));
-    let _ = Client::new().get(format!("{}/v1/models", s.url)).send().unwrap();
+    let _ = Client::new()
+        .get(format!("{}/v1/models", s.url))
+        .send()
+        .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let gen = log_lines(&log, &["POST /v1/chat/completions smollm2-135m 200: prompt", "generated", "tok/s", "queue"]);
+    let gen = log_lines(
+        &log,
+        &[
+            "POST /v1/chat/completions smollm2-135m 200: prompt",
+            "generated",
+            "tok/s",
+            "queue",
+        ],
+    );
     assert_eq!(gen.len(), 1, "{:?}", std::fs::read_to_string(&log));
-    assert_eq!(log_lines(&log, &["POST /v1/completions smollm2-135m 200: prompt"]).len(), 1);
-    assert_eq!(log_lines(&log, &["POST /v1/chat/completions smollm2-135m 404"]).len(), 1);
-    assert_eq!(log_lines(&log, &["POST /v1/chat/completions smollm2-135m 413"]).len(), 1);
-    assert_eq!(log_lines(&log, &["POST /v1/chat/completions smollm2-135m 400"]).len(), 5);
-    assert_eq!(log_lines(&log, &["GET /v1/models smollm2-135m 200"]).len(), 1);
+    assert_eq!(
+        log_lines(&log, &["POST /v1/completions smollm2-135m 200: prompt"]).len(),
+        1
+    );
+    assert_eq!(
+        log_lines(&log, &["POST /v1/chat/completions smollm2-135m 404"]).len(),
+        1
+    );
+    assert_eq!(
+        log_lines(&log, &["POST /v1/chat/completions smollm2-135m 413"]).len(),
+        1
+    );
+    assert_eq!(
+        log_lines(&log, &["POST /v1/chat/completions smollm2-135m 400"]).len(),
+        5
+    );
+    assert_eq!(
+        log_lines(&log, &["GET /v1/models smollm2-135m 200"]).len(),
+        1
+    );
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }

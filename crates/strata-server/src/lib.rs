@@ -161,7 +161,13 @@ async fn count_http(State(state): State<Shared>, req: Request, next: Next) -> Re
     let resp = next.run(req).await;
     let status = resp.status().as_u16();
     state.metrics.http(route, status);
-    request_log::http(&method, &path, &state.config.model_id, status, started.elapsed());
+    request_log::http(
+        &method,
+        &path,
+        &state.config.model_id,
+        status,
+        started.elapsed(),
+    );
     resp
 }
 

@@ -119,7 +119,10 @@ impl Server {
             if let Some(status) = server.child.try_wait().unwrap() {
                 panic!("the server exited early: {status}\n{text}");
             }
-            assert!(start.elapsed() < Duration::from_secs(60), "no address:\n{text}");
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no address:\n{text}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         server.wait_healthy(Duration::from_secs(120));
