@@ -65,6 +65,14 @@ fn prompt_comes_positionally_from_a_file_or_from_stdin() {
     ));
     let _ = std::fs::remove_dir_all(&dir);
 
+    let prompt_only = run_strata(&["run", PROMPT]);
+    assert_eq!(prompt_only.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&prompt_only.stderr).contains("the model comes first"),
+        "{}",
+        text(&prompt_only)
+    );
+
     let none = run_strata(&["run", "-m", m]);
     assert_eq!(none.status.code(), Some(1));
     assert!(
