@@ -17,6 +17,9 @@ use crate::{ModelArgs, SamplingArgs};
 
 #[derive(Args)]
 pub struct ChatArgs {
+    /// The model, as `ollama run MODEL` (same as -m).
+    #[arg(value_name = "MODEL", conflicts_with = "model")]
+    pub model_pos: Option<String>,
     #[command(flatten)]
     pub model: ModelArgs,
     /// System prompt.
@@ -137,8 +140,10 @@ fn install_ctrl_c() {
 }
 
 /// Reads user lines until Ctrl-D, the end of stdin or `/bye`; `/clear` starts over.
-pub fn run(args: ChatArgs, models_dir: &Path) -> anyhow::Result<()> {
-    crate::flags::warn_gpu_layers(args.model.gpu_layers);
+pub fn run(mut args: ChatArgs, models_dir: &Path) -> anyhow::Result<()> {
+    if let Some(m) = args.model_pos.take() {
+        args.model.model = Some(m);
+    }
     install_ctrl_c();
     let model = crate::load_model(&args.model, models_dir)?;
     let template = template_of(&model);
@@ -178,7 +183,8 @@ pub fn run(args: ChatArgs, models_dir: &Path) -> anyhow::Result<()> {
                     Some(_) => "; the system prompt stays",
                     None => "",
                 };
-                eprintln!("Cleared the conversation ({turns} turns forgotten{kept}).");
+                let plural = if turns == 1 { "" } else { "s" };
+                eprintln!("Cleared the conversation ({turns} turn{plural} forgotten{kept}).");
                 continue;
             }
             "/help" | "/?" => {

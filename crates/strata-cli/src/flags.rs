@@ -158,6 +158,31 @@ pub fn reps(s: &str) -> Result<usize, String> {
     int_in(s, 1, 1000, "repetitions").map(|v| v as usize)
 }
 
+/// `strata synth` widths (`--embd`, `--ff`, `--heads`, ...): 1 to 1 048 576.
+pub fn synth_dim(s: &str) -> Result<usize, String> {
+    int_in(s, 1, 1 << 20, "a width").map(|v| v as usize)
+}
+
+/// `strata synth --layers`: 1 to 4096.
+pub fn synth_layers(s: &str) -> Result<usize, String> {
+    int_in(s, 1, 4096, "the layer count").map(|v| v as usize)
+}
+
+/// `strata synth --vocab`: 1 to 4 194 304 tokens.
+pub fn synth_vocab(s: &str) -> Result<usize, String> {
+    int_in(s, 1, 1 << 22, "the vocabulary size").map(|v| v as usize)
+}
+
+/// `strata synth --experts`, `--experts-used`: 1 to 65 536.
+pub fn synth_experts(s: &str) -> Result<usize, String> {
+    int_in(s, 1, 1 << 16, "the expert count").map(|v| v as usize)
+}
+
+/// `strata synth --ctx` (written to the file, not allocated): 1 to 2^32.
+pub fn synth_ctx(s: &str) -> Result<usize, String> {
+    int_in(s, 1, 1 << 32, "the training context").map(|v| v as usize)
+}
+
 /// Says `-ngl` is accepted but does nothing (until a GPU backend exists).
 pub fn warn_gpu_layers(n: Option<i64>) {
     if n.is_some() {

@@ -14,6 +14,7 @@ mod memory;
 mod models;
 mod needle;
 mod oom;
+mod progress;
 mod pull;
 mod quality;
 mod run;

@@ -89,13 +89,18 @@ pub fn run(args: NeedleArgs) -> Result<()> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
     let mut cases = Vec::new();
     let mut skipped = Vec::new();
+    let fits = |l: usize| l + ANSWER_TOKENS + 8 <= n_ctx;
+    let total = args.lengths.iter().filter(|l| fits(**l)).count() * args.depths.len();
+    let progress = crate::progress::Progress::new(total, "needle");
     for &length in &args.lengths {
-        if length + ANSWER_TOKENS + 8 > n_ctx {
+        if !fits(length) {
             skipped.push(length);
             continue;
         }
+        progress.start(format!("{length} tokens: building the haystack"));
         let hay = haystack_of(&client, length)?;
         for &depth in &args.depths {
+            progress.start(format!("{length} tokens, depth {depth} %"));
             let i = cases.len();
             let name = format!(
                 "{} {}",
@@ -104,15 +109,16 @@ pub fn run(args: NeedleArgs) -> Result<()> {
             );
             let number = rng.gen_range(1_000_000..10_000_000u32).to_string();
             let case = ask(&client, &info.model, &hay, length, depth, &name, &number)?;
-            eprintln!(
+            progress.line(&format!(
                 "  {length} tokens, depth {depth} %: {} ({:.1} s) — {:?}",
                 if case.found { "found" } else { "MISSED" },
                 case.seconds,
                 case.answer
-            );
+            ));
             cases.push(case);
         }
     }
+    progress.finish();
     let found = cases.iter().filter(|c| c.found).count();
     let mut md = format!(
         "Needle in a haystack — `{}` ({}), context {n_ctx}\n\n",

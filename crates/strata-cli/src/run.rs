@@ -59,6 +59,13 @@ impl RunArgs {
         let mut words = std::mem::take(&mut self.words).into_iter();
         if self.model.model.is_none() {
             self.model.model = words.next();
+            if let Some(m) = &self.model.model {
+                if m.contains(char::is_whitespace) && !Path::new(m).exists() {
+                    bail!(
+                        "{m:?} is not a model; the model comes first: `strata run MODEL \"PROMPT\"` (or `strata run -p \"PROMPT\"` for the default model)"
+                    );
+                }
+            }
         }
         let rest: Vec<String> = words.collect();
         let given = [!rest.is_empty(), self.prompt.is_some(), self.file.is_some()];

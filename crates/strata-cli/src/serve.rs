@@ -44,6 +44,16 @@ fn model_id(args: &ServeArgs) -> String {
     }
 }
 
+/// The names requests may give besides the reported id: every alias, and the default id
+/// when an alias replaced it.
+fn accepted_names(args: &ServeArgs) -> Vec<String> {
+    let mut names = args.alias.clone();
+    names.push(default_id(
+        args.model.model.as_deref().unwrap_or(DEFAULT_MODEL),
+    ));
+    names
+}
+
 /// A known model's name (also when given as the path of its cached file), else the file name
 /// without `.gguf` and without a split suffix (`-00001-of-00003`): dots inside a name stay
 /// (`qwen2.5-coder-0.5b`).
@@ -81,7 +91,7 @@ pub fn run(args: ServeArgs, models_dir: &Path) -> anyhow::Result<()> {
         n_ctx: args.model.ctx,
         kv: args.model.kv,
         model_id: model_id(&args),
-        aliases: args.alias.clone(),
+        aliases: accepted_names(&args),
         model_path: args
             .model
             .model

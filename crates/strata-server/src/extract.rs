@@ -89,12 +89,15 @@ pub fn for_people(msg: &str) -> String {
         ("a character", "a one-character string"),
         ("a tuple", "an array"),
     ];
-    let mut out = msg.to_string();
+    let mut out = msg.replace(
+        "data did not match any variant of untagged enum ",
+        "the value has none of the accepted shapes; untagged enum ",
+    );
     // `expected struct Foo` / `expected enum Foo` / `untagged enum Foo`: the shape, not the name.
     for (pat, word) in [
         ("expected struct ", "expected an object"),
         ("expected enum ", "expected one of the allowed values"),
-        ("untagged enum ", "the accepted shapes"),
+        ("; untagged enum ", ""),
         ("expected tuple struct ", "expected a value"),
     ] {
         while let Some(at) = out.find(pat) {
@@ -163,6 +166,14 @@ mod tests {
         assert!(!e.message.contains("u32"), "{}", e.message);
         assert!(e.message.contains("a whole number"), "{}", e.message);
         assert!(parse_json::<Req>(b"  ").is_err());
+        assert_eq!(
+            for_people("data did not match any variant of untagged enum StopField at line 1"),
+            "the value has none of the accepted shapes at line 1"
+        );
+        assert_eq!(
+            for_people("invalid type: map, expected struct ChatMessage"),
+            "invalid type: map, expected an object"
+        );
         assert!(parse_json::<Req>(br#"{"max_tokens": 3, "other": [1]}"#).is_ok());
     }
 }

@@ -334,7 +334,12 @@ pub fn run_tests(model: &Model, args: &ModelArgs, t: &Tests) -> Result<Vec<TestR
         )?;
     }
     let mut out = Vec::new();
+    let progress = crate::progress::Progress::new(cases.len(), "bench");
     for (n_prompt, n_gen, depth) in cases {
+        progress.start(match n_prompt {
+            0 => format!("tg{n_gen} at depth {depth}"),
+            n => format!("pp{n} at depth {depth}"),
+        });
         let n_ctx = depth.saturating_add(n_prompt.max(n_gen)).saturating_add(1);
         let (mut ts, mut ns) = (Vec::new(), Vec::new());
         // Untimed warm-up as llama-bench does it: the whole prompt of a pp test (which pages in
@@ -378,7 +383,7 @@ pub fn run_tests(model: &Model, args: &ModelArgs, t: &Tests) -> Result<Vec<TestR
         } else {
             name
         };
-        eprintln!("  {test}: {avg_ts:.2} ± {stddev_ts:.2} tok/s");
+        progress.line(&format!("  {test}: {avg_ts:.2} ± {stddev_ts:.2} tok/s"));
         out.push(TestResult {
             test,
             n_prompt,
@@ -390,6 +395,7 @@ pub fn run_tests(model: &Model, args: &ModelArgs, t: &Tests) -> Result<Vec<TestR
             samples_ns: ns,
         });
     }
+    progress.finish();
     Ok(out)
 }
 

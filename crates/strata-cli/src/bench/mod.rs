@@ -167,10 +167,13 @@ pub fn run(args: BenchArgs, models_dir: &Path) -> Result<()> {
     )?;
     let mut runs: Vec<Vec<Case>> = Vec::new();
     let mut hit_rates = Vec::new();
+    let per_rep = 1 + pp.len() + args.agent_turns + depths.len();
+    let progress = crate::progress::Progress::new(per_rep * args.reps.max(1), "bench");
     for rep in 0..args.reps.max(1) {
         let mut cases: Vec<Case> = Vec::new();
+        progress.start(format!("rep {}", rep + 1));
         let mut record = |section: &'static str, label: String, size: usize, m: Measured| {
-            eprintln!(
+            progress.line(&format!(
                 "  rep {}: {section} {label}: {} prompt tok ({} cached), {:.1} prefill tok/s, {} generated, {:.1} decode tok/s",
                 rep + 1,
                 m.prompt_tokens,
@@ -178,7 +181,7 @@ pub fn run(args: BenchArgs, models_dir: &Path) -> Result<()> {
                 m.prompt_tps,
                 m.generated,
                 m.decode_tps
-            );
+            ));
             cases.push((section, label, size, m));
         };
         let prompt = format!(
@@ -223,6 +226,7 @@ pub fn run(args: BenchArgs, models_dir: &Path) -> Result<()> {
         }
         runs.push(cases);
     }
+    progress.finish();
 
     let rows = (0..runs[0].len())
         .map(|i| {

@@ -47,46 +47,46 @@ pub struct SynthArgs {
     #[arg(long, value_name = "MODEL")]
     pub vocab_from: Option<String>,
     /// Vocabulary size; without --vocab-from, a byte-level vocabulary of this size is made.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flags::synth_vocab)]
     pub vocab: Option<usize>,
     /// Decoder layers.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flags::synth_layers)]
     pub layers: Option<usize>,
     /// Residual width.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flags::synth_dim)]
     pub embd: Option<usize>,
     /// Query heads.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flags::synth_dim)]
     pub heads: Option<usize>,
     /// Key/value heads.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flags::synth_dim)]
     pub kv_heads: Option<usize>,
     /// Head width (default: embd / heads when either is given).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flags::synth_dim)]
     pub head_dim: Option<usize>,
     /// Dense FFN width.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flags::synth_dim)]
     pub ff: Option<usize>,
     /// Routed experts per layer (MoE archs).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flags::synth_experts)]
     pub experts: Option<usize>,
     /// Experts each token uses.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flags::synth_experts)]
     pub experts_used: Option<usize>,
     /// Hidden width of one routed expert.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flags::synth_dim)]
     pub expert_ff: Option<usize>,
     /// Hidden width of the shared expert (qwen3next).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flags::synth_dim)]
     pub shared_ff: Option<usize>,
     /// Training context written to the file.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flags::synth_ctx)]
     pub ctx: Option<usize>,
     /// Random seed: the same seed and shape give the same file.
     #[arg(long, default_value_t = 0x5EED)]
     pub seed: u64,
     /// Distinct encoded rows per (row length, type); rows beyond are reused, rotated.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = crate::flags::synth_dim)]
     pub pool_rows: usize,
     /// Replace OUTPUT if it exists.
     #[arg(long)]
@@ -166,6 +166,28 @@ fn tokenizer(
 /// and renames it. Prints one summary line.
 ///
 /// Errors: bad flags or shapes, an unreadable tokenizer source, I/O errors (naming the file).
+/// Fails when the file system of `output` has less than `bytes` free (a file of a few hundred
+/// GiB is easy to ask for and would fill the disk first).
+fn check_disk(output: &Path, bytes: u64) -> Result<()> {
+    let dir = match output.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(d) => d.to_path_buf(),
+        None => PathBuf::from("."),
+    };
+    let Ok(st) = rustix::fs::statvfs(&dir) else {
+        return Ok(());
+    };
+    let free = st.f_bavail.saturating_mul(st.f_frsize);
+    if bytes > free {
+        bail!(
+            "the file needs {:.1} GiB but {} has {:.1} GiB free; choose a smaller shape or a smaller --type (q4_k)",
+            bytes as f64 / (1u64 << 30) as f64,
+            dir.display(),
+            free as f64 / (1u64 << 30) as f64
+        );
+    }
+    Ok(())
+}
+
 pub fn run(a: SynthArgs, models_dir: &Path) -> Result<()> {
     let types = TypeChoice::parse(&a.ty)?;
     let mut spec = spec_of(&a)?;
@@ -202,6 +224,7 @@ pub fn run(a: SynthArgs, models_dir: &Path) -> Result<()> {
     if let Some(dir) = a.output.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
+    check_disk(&a.output, total)?;
     let part = PathBuf::from(format!("{}.part", a.output.display()));
     let start = Instant::now();
     let bar = ProgressBar::new(total);

@@ -95,6 +95,40 @@ impl Server {
         server
     }
 
+    /// Starts `strata ARGS` (a `serve` command) with its stderr written to `log`, and waits
+    /// for `/health`.
+    pub fn logged(args: &[&str], log: &Path) -> Server {
+        let file = std::fs::File::create(log).unwrap();
+        let child = strata()
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("server starts");
+        let mut server = Server {
+            child,
+            url: String::new(),
+        };
+        let start = Instant::now();
+        while server.url.is_empty() {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            if let Some(rest) = text.split("listening on ").nth(1) {
+                server.url = rest.split_whitespace().next().unwrap_or("").to_string();
+            }
+            if let Some(status) = server.child.try_wait().unwrap() {
+                panic!("the server exited early: {status}\n{text}");
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no address:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server.wait_healthy(Duration::from_secs(120));
+        server
+    }
+
     fn wait_healthy(&mut self, timeout: Duration) {
         let start = Instant::now();
         let client = reqwest::blocking::Client::new();
