@@ -99,6 +99,11 @@ fn absurd_context_sizes_say_what_they_need_and_what_to_try() {
         "--ctx",
     );
     assert_one_error(&["run", "-m", &m, "--ctx", "-5", "-p", "hi"], "--ctx");
+    assert_one_error(
+        &["run", "-m", &m, "--ubatch", "100000", "-p", "hi"],
+        "--ubatch",
+    );
+    assert_one_error(&["run", "-m", &m, "-ub", "0", "-p", "hi"], "--ubatch");
     // serve binds first, then finds the context does not fit while loading.
     assert_one_error(
         &["serve", "-m", &m, "--port", "0", "--ctx", "100000000"],
