@@ -302,6 +302,14 @@ fn model_file(reported: Option<&str>, models_dir: &Path) -> Option<(String, u64)
     Some((path.display().to_string(), len))
 }
 
+/// `--sequences`: 1 to 256.
+fn parse_sequences(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=256).contains(&n) => Ok(n),
+        _ => Err(format!("'{s}' is not a sequence count from 1 to 256")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,13 +331,5 @@ mod tests {
             vec![1024, 1968]
         );
         assert_eq!(notes.len(), 2);
-    }
-}
-
-/// `--sequences`: 1 to 256.
-fn parse_sequences(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(n) if (1..=256).contains(&n) => Ok(n),
-        _ => Err(format!("'{s}' is not a sequence count from 1 to 256")),
     }
 }

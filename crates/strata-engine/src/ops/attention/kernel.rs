@@ -112,7 +112,7 @@ impl Scratch {
         let hi = job.keys.end.min(pos0 + toks.end);
         let mut tile0 = lo / K_TILE * K_TILE;
         while tile0 < hi {
-            if tile0 % SEGMENT == 0 && tile0 > lo {
+            if tile0.is_multiple_of(SEGMENT) && tile0 > lo {
                 self.st.seal(hd);
             }
             let (a, b) = (lo.max(tile0), hi.min(tile0 + K_TILE));
