@@ -184,8 +184,8 @@ impl Model {
             let rows: &[usize] = if last { &[chunk.len() - 1] } else { &[] };
             self.run_one(&mut ws, s, chunk, rows)?;
             if last {
-                s.logits.clear();
-                s.logits.extend_from_slice(&ws.logits);
+                // Hand the logits over without copying them (the buffers trade places).
+                std::mem::swap(&mut s.logits, &mut ws.logits);
             }
         }
         Ok(s.logits())

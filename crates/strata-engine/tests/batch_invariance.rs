@@ -24,23 +24,6 @@ const CHILD_ENV: &str = "STRATA_BATCH_INVARIANCE_CHILD";
 /// decode key split (256).
 const N_TOKENS: usize = 320;
 
-/// A small deterministic generator (splitmix64) for the cut points.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 /// Call sizes that add up to `n`: mostly verify windows (1–16), sometimes a prefill chunk
 /// (17–200).
 fn random_cuts(seed: u64, n: usize) -> Vec<usize> {

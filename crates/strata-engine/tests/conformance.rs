@@ -8,11 +8,14 @@
 //! compares them with the reference's and prints one line per op and backend. A GPU backend
 //! adds itself as one more producer of the same outputs.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::Command;
 
+use common::Rng;
 use strata_engine::kv_cache::{KvCache, KvType};
 use strata_engine::ops::activation::{geglu_tanh, swiglu};
 use strata_engine::ops::attention::{attention, AttnShape};
@@ -29,28 +32,6 @@ use strata_quant::Isa;
 
 /// Set in a child: the file to write outputs to.
 const CHILD_ENV: &str = "STRATA_CONFORMANCE_OUT";
-
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [-1, 1).
-    fn f(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-
-    fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
-        (0..n).map(|_| self.f() * scale).collect()
-    }
-}
 
 /// Every weight type a graph can meet, with a `vec_dot` or a float dot.
 const WEIGHT_TYPES: [GgmlType; 22] = {

@@ -8,7 +8,6 @@
 use super::weights::{Ffn, LayerWeights, Weights};
 use crate::config::{Arch, ModelConfig};
 use crate::error::EngineError;
-use crate::kv_cache::LayerKv;
 use crate::ops::activation::{geglu_tanh, swiglu};
 use crate::ops::attention::{attention, AttnShape};
 use crate::ops::linear::{matmul, Matrix};
@@ -104,20 +103,7 @@ fn attention_block(
         scale: cfg.attn_scale,
         window: if swa { cfg.sliding_window } else { None },
     };
-    let att = ws.att.write();
-    for seq in seqs.iter_mut() {
-        let kv = &mut seq.kv[il];
-        cache_and_attend(
-            seq.pos0,
-            seq.rows.clone(),
-            kv,
-            &ws.q,
-            &ws.k,
-            &ws.v,
-            &shape,
-            att,
-        );
-    }
+    cache_and_attend(seqs, il, ws, &shape);
     matmul(&lw.wo, None, &mut ws.att, &mut ws.xb2)?;
     if let Some(n) = &lw.post_attn_norm {
         rms_norm_rows_in_place(&mut ws.xb2, n, cfg.rms_eps);
@@ -126,30 +112,30 @@ fn attention_block(
     Ok(())
 }
 
-/// Appends the keys and values of one sequence's `rows` (positions `pos0..`) to its cache and
-/// writes their attention outputs into `att` (all `[T][…]` of the run).
-#[allow(clippy::too_many_arguments)]
+/// For every sequence of the run: appends the keys and values of its rows (`ws.k`, `ws.v`,
+/// positions `pos0..`) to its cache of attention layer `layer`, and writes its rows' attention
+/// outputs (queries `ws.q`) into `ws.att`.
 pub(crate) fn cache_and_attend(
-    pos0: usize,
-    rows: std::ops::Range<usize>,
-    kv: &mut LayerKv,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
+    seqs: &mut [SeqRun<'_>],
+    layer: usize,
+    ws: &mut Workspace,
     shape: &AttnShape,
-    att: &mut [f32],
 ) {
     let kv_dim = shape.n_kv_head * shape.head_dim;
     let q_dim = shape.n_head * shape.head_dim;
-    for (t, r) in rows.clone().enumerate() {
-        kv.write(
-            pos0 + t,
-            &k[r * kv_dim..(r + 1) * kv_dim],
-            &v[r * kv_dim..(r + 1) * kv_dim],
-        );
+    let att = ws.att.write();
+    for seq in seqs.iter_mut() {
+        let kv = &mut seq.kv[layer];
+        for (t, r) in seq.rows.clone().enumerate() {
+            kv.write(
+                seq.pos0 + t,
+                &ws.k[r * kv_dim..(r + 1) * kv_dim],
+                &ws.v[r * kv_dim..(r + 1) * kv_dim],
+            );
+        }
+        let (a, b) = (seq.rows.start * q_dim, seq.rows.end * q_dim);
+        attention(&ws.q[a..b], kv, seq.pos0, shape, &mut att[a..b]);
     }
-    let (a, b) = (rows.start * q_dim, rows.end * q_dim);
-    attention(&q[a..b], kv, pos0, shape, &mut att[a..b]);
 }
 
 /// norm → gate, up → SwiGLU / GeGLU → down (or the routed experts) → post-norm → residual.

@@ -26,13 +26,15 @@ pub(super) fn mixer(
     let (hd, nh) = (cfg.head_dim, cfg.n_head);
     let (q_dim, kv_dim) = (nh * hd, cfg.kv_row());
     let t_n = ws.xb2.len() / cfg.n_embd;
-    let qg = &mut ws.hybrid.qg;
-    qg.resize(t_n * 2 * q_dim, 0.0);
-    matmul(&m.wq, None, &mut ws.xb, qg)?;
+    ws.hybrid.qg.resize(t_n * 2 * q_dim, 0.0);
+    matmul(&m.wq, None, &mut ws.xb, &mut ws.hybrid.qg)?;
     matmul(&m.wk, None, &mut ws.xb, &mut ws.k)?;
     matmul(&m.wv, None, &mut ws.xb, &mut ws.v)?;
     // Each head's 2·head_dim outputs are its query, then its gate.
-    for (q, pair) in ws.q.chunks_exact_mut(hd).zip(qg.chunks_exact(2 * hd)) {
+    for (q, pair) in
+        ws.q.chunks_exact_mut(hd)
+            .zip(ws.hybrid.qg.chunks_exact(2 * hd))
+    {
         q.copy_from_slice(&pair[..hd]);
     }
     rms_norm_rows_in_place(&mut ws.q, &m.q_norm, cfg.rms_eps);
@@ -46,25 +48,12 @@ pub(super) fn mixer(
         scale: cfg.attn_scale,
         window: None,
     };
-    let att = ws.att.write();
-    for seq in seqs.iter_mut() {
-        let kv = &mut seq.kv[i_attn];
-        cache_and_attend(
-            seq.pos0,
-            seq.rows.clone(),
-            kv,
-            &ws.q,
-            &ws.k,
-            &ws.v,
-            &shape,
-            att,
-        );
-    }
+    cache_and_attend(seqs, i_attn, ws, &shape);
     for (o, pair) in ws
         .att
         .write()
         .chunks_exact_mut(hd)
-        .zip(qg.chunks_exact(2 * hd))
+        .zip(ws.hybrid.qg.chunks_exact(2 * hd))
     {
         for (oi, g) in o.iter_mut().zip(&pair[hd..]) {
             *oi *= sigmoid(*g);
