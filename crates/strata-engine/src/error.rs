@@ -38,4 +38,6 @@ pub enum EngineError {
     CheckpointMismatch,
     #[error("--ubatch {0} is out of range (1 to 8192 tokens)")]
     BadUbatch(usize),
+    #[error("layer {layer}: {experts} experts are placed on a device this run does not have")]
+    NoExpertUnit { layer: usize, experts: usize },
 }

@@ -4,6 +4,7 @@
 //! [`generate::generate`] with a [`sampling::Sampler`].
 
 pub mod arch;
+pub mod backend;
 pub mod chat_template;
 pub mod config;
 pub mod error;

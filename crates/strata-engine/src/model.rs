@@ -10,10 +10,12 @@ use strata_gguf::GgufModel;
 
 use crate::arch::source::FileTensors;
 use crate::arch::{self, Graph};
+use crate::backend::{Cpu, HostMem};
 use crate::chat_template::ChatTemplate;
 use crate::config::ModelConfig;
 use crate::error::EngineError;
 use crate::kv_cache::KvType;
+use crate::pool;
 use crate::residency;
 use crate::session::Session;
 use crate::tokenizer::Tokenizer;
@@ -67,7 +69,7 @@ pub struct Model {
     tokenizer: Tokenizer,
     chat_template: Option<ChatTemplate>,
     /// The runner's activation buffers (one run at a time).
-    ws: Mutex<Workspace>,
+    ws: Mutex<Workspace<HostMem>>,
     /// Most tokens per run.
     ubatch: AtomicUsize,
 }
@@ -185,7 +187,7 @@ impl Model {
             self.run_one(&mut ws, s, chunk, rows)?;
             if last {
                 // Hand the logits over without copying them (the buffers trade places).
-                std::mem::swap(&mut s.logits, &mut ws.logits);
+                std::mem::swap(&mut s.logits, ws.logits.host());
             }
         }
         Ok(s.logits())
@@ -205,7 +207,7 @@ impl Model {
         for chunk in tokens.chunks(self.ubatch()) {
             let rows: Vec<usize> = (0..chunk.len()).collect();
             self.run_one(&mut ws, s, chunk, &rows)?;
-            out.extend_from_slice(&ws.logits);
+            out.extend_from_slice(ws.logits.read());
         }
         Ok(())
     }
@@ -265,7 +267,7 @@ impl Model {
         Ok(())
     }
 
-    fn workspace(&self) -> std::sync::MutexGuard<'_, Workspace> {
+    fn workspace(&self) -> std::sync::MutexGuard<'_, Workspace<HostMem>> {
         // A panic inside a run leaves only scratch behind: the buffers are still usable.
         self.ws.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -292,7 +294,7 @@ impl Model {
     /// `tokens`) in `ws.logits`. Allocates nothing once the buffers have grown.
     fn run_one(
         &self,
-        ws: &mut Workspace,
+        ws: &mut Workspace<HostMem>,
         s: &mut Session,
         tokens: &[u32],
         rows: &[usize],
@@ -306,7 +308,7 @@ impl Model {
         }];
         self.run(ws, &mut seq, tokens)?;
         if !rows.is_empty() {
-            self.output(ws, rows, false)?;
+            self.output(ws, rows)?;
         }
         s.advance(tokens);
         Ok(())
@@ -316,7 +318,7 @@ impl Model {
     /// sequence's wanted rows among those tokens to its output.
     fn run_parts(
         &self,
-        ws: &mut Workspace,
+        ws: &mut Workspace<HostMem>,
         batch: &mut [SeqInput<'_>],
         parts: &[(usize, Range<usize>)],
         out: &mut [SeqOutput],
@@ -360,19 +362,18 @@ impl Model {
             }
             at += r.len();
         }
-        let any_hidden = owner.iter().any(|i| batch[*i].hidden);
         if !rows.is_empty() {
-            self.output(ws, &rows, any_hidden)?;
+            self.output(ws, &rows)?;
         }
         let (nv, d) = (self.config.n_vocab, self.config.n_embd);
         for (k, i) in owner.iter().enumerate() {
             out[*i]
                 .logits
-                .extend_from_slice(&ws.logits[k * nv..(k + 1) * nv]);
+                .extend_from_slice(&ws.logits.read()[k * nv..(k + 1) * nv]);
             if batch[*i].hidden {
                 out[*i]
                     .hidden
-                    .extend_from_slice(&ws.hidden[k * d..(k + 1) * d]);
+                    .extend_from_slice(&ws.hidden.read()[k * d..(k + 1) * d]);
             }
         }
         for (i, r) in parts {
@@ -382,32 +383,31 @@ impl Model {
         Ok(())
     }
 
-    /// The graph over the run's rows: every layer, leaving the final residual stream in `ws.x`.
+    /// The graph over the run's rows on the CPU backend (the pool installed on this thread,
+    /// else the global one): every layer, leaving the final residual stream in `ws.x`.
     fn run(
         &self,
-        ws: &mut Workspace,
+        ws: &mut Workspace<HostMem>,
         seqs: &mut [SeqRun<'_>],
         tokens: &[u32],
     ) -> Result<(), EngineError> {
-        ws.prepare(&self.config, tokens.len());
         ws.pos.clear();
         for s in seqs.iter() {
             ws.pos.extend((0..s.rows.len()).map(|t| s.pos0 + t));
         }
-        self.graph.forward(&self.config, ws, seqs, tokens)
+        pool::with_current(|p| {
+            self.graph
+                .forward(&Cpu::new(p), &self.config, ws, seqs, tokens)
+        })
     }
 
     /// Final norm and LM head of the run's `rows` (ascending) into `ws.logits`
-    /// (`[rows][n_vocab]`), and their residual stream into `ws.hidden` if asked.
-    fn output(&self, ws: &mut Workspace, rows: &[usize], hidden: bool) -> Result<(), EngineError> {
+    /// (`[rows][n_vocab]`), their residual stream staying in `ws.hidden`.
+    fn output(&self, ws: &mut Workspace<HostMem>, rows: &[usize]) -> Result<(), EngineError> {
         let (norm, head) = self.graph.head();
-        if hidden {
-            let d = self.config.n_embd;
-            ws.hidden.clear();
-            for r in rows {
-                ws.hidden.extend_from_slice(&ws.x[r * d..(r + 1) * d]);
-            }
-        }
-        arch::dense::graph::output(&self.config, norm, head, ws, rows)
+        pool::with_current(|p| {
+            let be = Cpu::new(p);
+            arch::dense::graph::output(&be, &self.config, norm, head, ws, rows)
+        })
     }
 }

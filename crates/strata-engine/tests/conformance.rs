@@ -16,17 +16,15 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use common::Rng;
+use strata_engine::backend::{Backend, Buf, Cpu, DeltaBufs, Glu};
 use strata_engine::kv_cache::{KvCache, KvType};
-use strata_engine::ops::activation::{geglu_tanh, swiglu};
-use strata_engine::ops::attention::{attention, AttnShape};
-use strata_engine::ops::conv1d::causal_conv1d;
-use strata_engine::ops::delta_net::{
-    delta_rule_recurrent, l2_norm_heads_in_place, DeltaInputs, DeltaShape,
-};
-use strata_engine::ops::linear::{matmul, Activations, Matrix};
-use strata_engine::ops::moe::{moe_ffn, ExpertTensor, MoeScratch, MoeWeights};
-use strata_engine::ops::norm::rms_norm_rows;
+use strata_engine::ops::attention::AttnShape;
+use strata_engine::ops::delta_net::DeltaShape;
+use strata_engine::ops::linear::Matrix;
+use strata_engine::ops::moe::{ExpertTensor, MoeWeights};
 use strata_engine::ops::rope::{Rope, RopeStyle};
+use strata_engine::recurrent_state::{DeltaState, RecurrentState};
+use strata_engine::workspace::SeqRun;
 use strata_gguf::GgmlType;
 use strata_quant::Isa;
 
@@ -105,15 +103,35 @@ fn weights(rng: &mut Rng, ty: GgmlType, rows: usize, cols: usize) -> Vec<u8> {
     out
 }
 
-fn activations(x: &[f32], cols: usize) -> Activations {
-    let mut a = Activations::default();
-    a.resize(x.len() / cols, cols);
-    a.write().copy_from_slice(x);
-    a
+/// `x` (`[·][cols]`) in a buffer of `be`.
+fn buf<B: Backend>(be: &B, x: &[f32], cols: usize) -> Buf<B> {
+    let mut b = Buf::<B>::default();
+    be.upload(x, cols, &mut b);
+    b
 }
 
-/// Outputs of every case on this process's backend, by case name (`op/...`).
-fn cases() -> Vec<(String, Vec<f32>)> {
+/// The contents of a buffer of `be`.
+fn read<B: Backend>(be: &B, b: &mut Buf<B>) -> Vec<f32> {
+    be.host(b).clone()
+}
+
+/// One sequence at `pos0` over rows `0..t` with one KV layer and/or one recurrent layer.
+fn seq<'a>(
+    kv: &'a mut [strata_engine::kv_cache::LayerKv],
+    rec: Option<&'a mut RecurrentState>,
+    pos0: usize,
+    t: usize,
+) -> SeqRun<'a> {
+    SeqRun {
+        kv,
+        rec,
+        pos0,
+        rows: 0..t,
+    }
+}
+
+/// Outputs of every case on backend `be`, by case name (`op/...`).
+fn cases<B: Backend>(be: &B) -> Vec<(String, Vec<f32>)> {
     let mut out = Vec::new();
     let mut rng = Rng(0xC0FF_EE11);
     // matmul: every weight type, odd row counts, one token (decode), a few (verify window),
@@ -128,22 +146,24 @@ fn cases() -> Vec<(String, Vec<f32>)> {
                 data: &w,
             };
             for t in [1, 3, 70] {
-                let mut x = activations(&rng.vec(t * cols, 1.0), cols);
-                let mut y = vec![0.0; t * rows];
-                matmul(&m, None, &mut x, &mut y).unwrap();
-                out.push((format!("matmul/{ty}/{rows}x{cols}/T{t}"), y));
+                let mut x = buf(be, &rng.vec(t * cols, 1.0), cols);
+                let mut y = Buf::<B>::default();
+                be.matmul(&m, None, &mut x, &mut y).unwrap();
+                out.push((format!("matmul/{ty}/{rows}x{cols}/T{t}"), read(be, &mut y)));
             }
         }
     }
     // attention: f32 and f16 caches, GQA groups 1/3/7, head dims with and without a tail,
-    // decode past a segment, windows, prefill blocks.
+    // decode past a segment, windows, prefill blocks. The call writes the keys and values of
+    // its own positions; earlier ones are in the cache already.
     for kv_type in [KvType::F32, KvType::F16] {
         for (n_head, n_kv, hd) in [(4, 4, 64), (6, 2, 72), (14, 2, 40)] {
-            let n_pos = 600;
-            let mut cache = KvCache::new(1, n_pos, n_kv * hd, kv_type);
+            let (n_pos, kvd) = (600, n_kv * hd);
+            let mut cache = KvCache::new(1, n_pos, kvd, kv_type);
+            let (ks, vs) = (rng.vec(n_pos * kvd, 2.0), rng.vec(n_pos * kvd, 1.0));
             for p in 0..n_pos {
-                let (k, v) = (rng.vec(n_kv * hd, 2.0), rng.vec(n_kv * hd, 1.0));
-                cache.layers[0].write(p, &k, &v);
+                let r = p * kvd..(p + 1) * kvd;
+                cache.layers[0].write(p, &ks[r.clone()], &vs[r]);
             }
             for window in [None, Some(100)] {
                 let shape = AttnShape {
@@ -154,13 +174,16 @@ fn cases() -> Vec<(String, Vec<f32>)> {
                     window,
                 };
                 for (t, pos0) in [(1, 599), (5, 300), (37, 0), (40, 560)] {
-                    let q = rng.vec(t * n_head * hd, 1.0);
-                    let mut o = vec![0.0; q.len()];
-                    attention(&q, &cache.layers[0], pos0, &shape, &mut o);
+                    let q = buf(be, &rng.vec(t * n_head * hd, 1.0), n_head * hd);
+                    let r = pos0 * kvd..(pos0 + t) * kvd;
+                    let (k, v) = (buf(be, &ks[r.clone()], kvd), buf(be, &vs[r], kvd));
+                    let mut o = Buf::<B>::default();
+                    let mut s = [seq(&mut cache.layers, None, pos0, t)];
+                    be.attend(&mut s, 0, &q, &k, &v, &shape, &mut o);
                     let name = format!(
                         "attention/{kv_type:?}/h{n_head}kv{n_kv}d{hd}/{window:?}/T{t}@{pos0}"
                     );
-                    out.push((name, o));
+                    out.push((name, read(be, &mut o)));
                 }
             }
         }
@@ -173,50 +196,93 @@ fn cases() -> Vec<(String, Vec<f32>)> {
             d_k: dk,
             d_v: dv,
         };
-        let (mut q, mut k) = (rng.vec(t * nk * dk, 1.0), rng.vec(t * nk * dk, 1.0));
-        l2_norm_heads_in_place(&mut q, dk, 1e-6);
-        l2_norm_heads_in_place(&mut k, dk, 1e-6);
-        out.push((format!("l2_norm/{nk}x{dk}/T{t}"), q.clone()));
-        let v = rng.vec(t * nv * dv, 1.0);
+        let mut q = buf(be, &rng.vec(t * nk * dk, 1.0), nk * dk);
+        let mut k = buf(be, &rng.vec(t * nk * dk, 1.0), nk * dk);
+        be.l2_norm_heads(&mut q, dk, 1e-6);
+        be.l2_norm_heads(&mut k, dk, 1e-6);
+        out.push((format!("l2_norm/{nk}x{dk}/T{t}"), read(be, &mut q)));
+        let v = buf(be, &rng.vec(t * nv * dv, 1.0), nv * dv);
         let g: Vec<f32> = (0..t * nv).map(|_| -rng.f().abs()).collect();
         let b: Vec<f32> = (0..t * nv).map(|_| rng.f().abs()).collect();
-        let mut state = rng.vec(nv * dv * dk, 0.1);
-        let mut o = vec![0.0; t * nv * dv];
-        let x = DeltaInputs {
+        let (g, b) = (buf(be, &g, nv), buf(be, &b, nv));
+        let mut rec = RecurrentState {
+            layers: vec![DeltaState {
+                conv: Vec::new(),
+                ssm: rng.vec(nv * dv * dk, 0.1),
+            }],
+        };
+        let mut o = Buf::<B>::default();
+        let x = DeltaBufs {
             q: &q,
             k: &k,
             v: &v,
             log_decay: &g,
             beta: &b,
         };
-        delta_rule_recurrent(&s, x, &mut state, &mut o);
-        out.push((format!("delta_rule/{nv}v{nk}k{dk}x{dv}/T{t}"), o));
+        be.delta_rule(&mut [seq(&mut [], Some(&mut rec), 0, t)], 0, &s, x, &mut o);
+        out.push((
+            format!("delta_rule/{nv}v{nk}k{dk}x{dv}/T{t}"),
+            read(be, &mut o),
+        ));
+        let state = std::mem::take(&mut rec.layers[0].ssm);
         out.push((format!("delta_rule_state/{nv}v{nk}k{dk}x{dv}/T{t}"), state));
     }
     for (c, kk, t) in [(96, 4, 1), (130, 4, 9)] {
         let w = rng.vec(c * kk, 0.5);
-        let mut state = rng.vec((kk - 1) * c, 1.0);
-        let x = rng.vec(t * c, 1.0);
-        let mut o = vec![0.0; t * c];
-        causal_conv1d(&x, &w, &mut state, &mut o);
-        out.push((format!("conv1d/C{c}K{kk}/T{t}"), o));
+        let mut rec = RecurrentState {
+            layers: vec![DeltaState {
+                conv: rng.vec((kk - 1) * c, 1.0),
+                ssm: Vec::new(),
+            }],
+        };
+        let x = buf(be, &rng.vec(t * c, 1.0), c);
+        let mut o = Buf::<B>::default();
+        be.conv1d(&mut [seq(&mut [], Some(&mut rec), 0, t)], 0, &x, &w, &mut o);
+        out.push((format!("conv1d/C{c}K{kk}/T{t}"), read(be, &mut o)));
+        let state = std::mem::take(&mut rec.layers[0].conv);
         out.push((format!("conv1d_state/C{c}K{kk}/T{t}"), state));
     }
-    // Row-wise ops.
+    // Row-wise and element-wise ops.
     for (d, t) in [(576, 1), (896, 33)] {
-        let x = rng.vec(t * d, 3.0);
+        let xv = rng.vec(t * d, 3.0);
+        let x = buf(be, &xv, d);
         let w = rng.vec(d, 1.0);
-        let mut o = vec![0.0; t * d];
-        rms_norm_rows(&x, &w, 1e-6, &mut o);
-        out.push((format!("rms_norm/{d}/T{t}"), o));
-        let up = rng.vec(t * d, 2.0);
-        let mut g = x.clone();
-        swiglu(&mut g, &up);
-        out.push((format!("swiglu/{d}/T{t}"), g));
-        let mut g = x.clone();
-        geglu_tanh(&mut g, &up);
-        out.push((format!("geglu/{d}/T{t}"), g));
+        let mut o = Buf::<B>::default();
+        be.rms_norm(&x, &w, 1e-6, &mut o);
+        out.push((format!("rms_norm/{d}/T{t}"), read(be, &mut o)));
+        let up = buf(be, &rng.vec(t * d, 2.0), d);
+        for (name, act) in [("swiglu", Glu::SwiGlu), ("geglu", Glu::GegluTanh)] {
+            let mut g = buf(be, &xv, d);
+            be.glu(act, &mut g, &up);
+            out.push((format!("{name}/{d}/T{t}"), read(be, &mut g)));
+        }
+        let mut g = buf(be, &xv, d);
+        be.silu(&mut g);
+        out.push((format!("silu/{d}/T{t}"), read(be, &mut g)));
+        let mut g = buf(be, &xv, d);
+        be.mul_silu(&mut g, &up);
+        out.push((format!("mul_silu/{d}/T{t}"), read(be, &mut g)));
+        let mut g = buf(be, &xv, d);
+        be.mul_sigmoid(&mut g, &up);
+        out.push((format!("mul_sigmoid/{d}/T{t}"), read(be, &mut g)));
+        let mut g = buf(be, &xv, d);
+        be.add_gated(&mut g, &up, &buf(be, &rng.vec(t, 2.0), 1));
+        out.push((format!("add_gated/{d}/T{t}"), read(be, &mut g)));
+        let mut g = buf(be, &xv, d);
+        be.softcap(&mut g, 2.5);
+        out.push((format!("softcap/{d}/T{t}"), read(be, &mut g)));
+        let (mut p0, mut p1) = (Buf::<B>::default(), Buf::<B>::default());
+        be.split(&x, &[d / 8, d / 8 + d / 16], &mut [&mut p0, &mut p1]);
+        out.push((format!("split/{d}/T{t}"), read(be, &mut p1)));
     }
+    // Gated DeltaNet gates: 2 key heads of 3 value heads.
+    let (nv, nk, t) = (6, 2, 5);
+    let ba = buf(be, &rng.vec(t * 2 * nv, 4.0), 2 * nv);
+    let (dt, a) = (rng.vec(nv, 1.0), rng.vec(nv, 1.0));
+    let (mut beta, mut decay) = (Buf::<B>::default(), Buf::<B>::default());
+    be.delta_gates(&ba, &dt, &a, nk, &mut beta, &mut decay);
+    out.push(("delta_gates/beta".into(), read(be, &mut beta)));
+    out.push(("delta_gates/log_decay".into(), read(be, &mut decay)));
     for style in [RopeStyle::Normal, RopeStyle::Neox] {
         for (hd, n_rot) in [(64, 64), (256, 64)] {
             let rope = Rope {
@@ -226,15 +292,25 @@ fn cases() -> Vec<(String, Vec<f32>)> {
                 freq_scale: 1.0,
             };
             let (heads, t) = (3, 7);
-            let mut cs = vec![0.0; t * n_rot];
-            for p in 0..t {
-                rope.angles(1000 * p + 3, &mut cs[p * n_rot..(p + 1) * n_rot]);
-            }
-            let mut x = rng.vec(t * heads * hd, 1.0);
-            rope.apply_rows(&mut x, heads * hd, hd, &cs);
-            out.push((format!("rope/{style:?}/d{hd}r{n_rot}"), x));
+            let pos: Vec<usize> = (0..t).map(|p| 1000 * p + 3).collect();
+            let mut cs = Buf::<B>::default();
+            be.rope_angles(&rope, &pos, &mut cs);
+            let mut x = buf(be, &rng.vec(t * heads * hd, 1.0), heads * hd);
+            be.rope(&rope, &mut x, hd, &cs);
+            out.push((format!("rope/{style:?}/d{hd}r{n_rot}"), read(be, &mut x)));
         }
     }
+    // Embedding rows of a quantized table.
+    let table = weights(&mut rng, GgmlType::Q4_K, 50, 256);
+    let m = Matrix {
+        ty: GgmlType::Q4_K,
+        rows: 50,
+        cols: 256,
+        data: &table,
+    };
+    let mut x = Buf::<B>::default();
+    be.embed(&m, 0.5, &[3, 49, 0, 3], &mut x).unwrap();
+    out.push(("embed/Q4_K".into(), read(be, &mut x)));
     // Routed experts: two weight types, decode and a batch.
     for (ty, down_ty) in [
         (GgmlType::Q4_K, GgmlType::Q6_K),
@@ -253,6 +329,7 @@ fn cases() -> Vec<(String, Vec<f32>)> {
         let up = leak(weights(&mut rng, ty, ne * ff, d));
         let down = leak(weights(&mut rng, down_ty, ne * d, ff));
         let m = MoeWeights {
+            layer: 0,
             router: mat(router, GgmlType::F32, ne, d),
             gate: ExpertTensor::new(mat(gate, ty, ne * ff, d), ne),
             up: ExpertTensor::new(mat(up, ty, ne * ff, d), ne),
@@ -261,10 +338,11 @@ fn cases() -> Vec<(String, Vec<f32>)> {
             norm_topk: true,
         };
         for t in [1, 9] {
-            let mut x = activations(&rng.vec(t * d, 1.0), d);
-            let mut o = vec![0.0; t * d];
-            moe_ffn(&m, &mut x, &mut o, &mut MoeScratch::default()).unwrap();
-            out.push((format!("moe/{ty}+{down_ty}/T{t}"), o));
+            let mut x = buf(be, &rng.vec(t * d, 1.0), d);
+            let mut o = Buf::<B>::default();
+            let mut scratch = Default::default();
+            be.moe(&m, &mut x, &mut o, &mut scratch).unwrap();
+            out.push((format!("moe/{ty}+{down_ty}/T{t}"), read(be, &mut o)));
         }
     }
     out
@@ -358,7 +436,8 @@ fn outputs_on(isa: Isa) -> BTreeMap<String, Vec<f32>> {
 #[test]
 fn every_op_matches_the_reference_backend() {
     if let Ok(path) = std::env::var(CHILD_ENV) {
-        return write_outputs(&path, &cases());
+        let pool = strata_engine::pool::Pool::new(Default::default());
+        return write_outputs(&path, &cases(&Cpu::new(&pool)));
     }
     let reference = outputs_on(Isa::Scalar);
     assert!(reference.len() > 100, "{} cases", reference.len());

@@ -15,6 +15,7 @@ pub mod source;
 
 use strata_gguf::Metadata;
 
+use crate::backend::{Cpu, HostMem};
 use crate::config::ModelConfig;
 use crate::error::EngineError;
 use crate::ops::linear::Matrix;
@@ -45,16 +46,21 @@ pub trait Architecture: Sync {
 }
 
 /// The forward pass of one architecture with its weights.
+///
+/// An architecture writes its graph once, generic over [`crate::backend::Backend`]; this
+/// trait hands it the backend that runs it. A GPU backend adds its own `forward_*` entry here,
+/// implemented by the same generic function.
 pub trait Graph: Send + Sync {
     /// Runs the run's `tokens` (the rows of `seqs`, each sequence at its own positions with
-    /// its own caches and state) through every layer, leaving the final residual stream in
-    /// `ws.x` (`[T][n_embd]`).
+    /// its own caches and state) through every layer on the CPU backend `be`, leaving the
+    /// final residual stream in `ws.x` (`[T][n_embd]`).
     ///
     /// Errors: a token outside the vocabulary, an unsupported weight type.
     fn forward(
         &self,
+        be: &Cpu<'_>,
         cfg: &ModelConfig,
-        ws: &mut Workspace,
+        ws: &mut Workspace<HostMem>,
         seqs: &mut [SeqRun<'_>],
         tokens: &[u32],
     ) -> Result<(), EngineError>;

@@ -3,13 +3,14 @@
 use std::sync::OnceLock;
 
 use super::par_chunks;
+use crate::pool::Pool;
 
 /// SwiGLU gate in place: `gate[i] = silu(gate[i]) * up[i]`, silu(x) = x·σ(x); chunks of
 /// elements run in parallel on the current pool.
 /// Source: Shazeer, "GLU Variants Improve Transformer" (2020); llama.cpp `LLM_FFN_SILU` + `LLM_FFN_PAR`.
-pub fn swiglu(gate: &mut [f32], up: &[f32]) {
+pub fn swiglu(pool: &Pool, gate: &mut [f32], up: &[f32]) {
     debug_assert_eq!(gate.len(), up.len());
-    par_chunks(gate, 1, |r, gate| {
+    par_chunks(pool, gate, 1, |r, gate| {
         for (g, u) in gate.iter_mut().zip(&up[r]) {
             let x = *g;
             *g = x / (1.0 + (-x).exp()) * u;
@@ -25,10 +26,10 @@ pub fn swiglu(gate: &mut [f32], up: &[f32]) {
 /// is looked up at the f16-rounded x and rounded to f16 (its `ggml_table_gelu_f16`); x ≤ -10
 /// gives 0 and x ≥ 10 gives x. Exact f32 GELU moved tiny gemma3 logits by ~8e-4 from llama.cpp.
 /// The table is built once per process (65536 f32, 256 KiB) from [`gelu_f16`].
-pub fn geglu_tanh(gate: &mut [f32], up: &[f32]) {
+pub fn geglu_tanh(pool: &Pool, gate: &mut [f32], up: &[f32]) {
     debug_assert_eq!(gate.len(), up.len());
     let table = gelu_table();
-    par_chunks(gate, 1, |r, gate| {
+    par_chunks(pool, gate, 1, |r, gate| {
         for (g, u) in gate.iter_mut().zip(&up[r]) {
             let x = *g;
             let gelu = if x <= -10.0 {
@@ -69,17 +70,17 @@ mod tests {
     #[test]
     fn activations_match_closed_forms() {
         let mut g = [0.0f32, 1.0, -2.0];
-        swiglu(&mut g, &[1.0, 2.0, 1.0]);
+        swiglu(crate::pool::global(), &mut g, &[1.0, 2.0, 1.0]);
         assert_eq!(g[0], 0.0);
         assert!((g[1] - 2.0 * 0.731_058_6).abs() < 1e-6);
         assert!((g[2] + 0.238_405_84).abs() < 1e-6);
         let mut h = [1.0f32, -3.0];
-        geglu_tanh(&mut h, &[1.0, 1.0]);
+        geglu_tanh(crate::pool::global(), &mut h, &[1.0, 1.0]);
         // GELU values are f16-rounded as in ggml (half an f16 ulp at 0.84 is 2.4e-4).
         assert!((h[0] - 0.841_192).abs() < 2.5e-4);
         assert!((h[1] + 0.003_637_392).abs() < 1e-5);
         let mut big = [-11.0f32, 12.0];
-        geglu_tanh(&mut big, &[2.0, 2.0]);
+        geglu_tanh(crate::pool::global(), &mut big, &[2.0, 2.0]);
         assert_eq!(big, [0.0, 24.0]);
     }
 
@@ -107,7 +108,7 @@ mod tests {
             .collect();
         xs.extend((0..200_000).map(|i| (i as f32 - 100_000.0) * 1.1e-4 + 1.3e-7));
         let mut g = xs.clone();
-        geglu_tanh(&mut g, &vec![1.0; xs.len()]);
+        geglu_tanh(crate::pool::global(), &mut g, &vec![1.0; xs.len()]);
         for (x, y) in xs.iter().zip(&g) {
             assert_eq!(y.to_bits(), geglu_direct(*x).to_bits(), "x = {x}");
         }

@@ -5,6 +5,7 @@
 //! the state handling of llama.cpp `llm_build_delta_net_base::build_conv_state`.
 
 use super::par_chunks;
+use crate::pool::Pool;
 
 /// `out[t][c] = Σ_{i<K} in[t+i][c] · w[c][i]`, where `in` is the `K − 1` saved rows of `state`
 /// followed by the T rows of `x`; afterwards `state` holds the last `K − 1` rows of `in`.
@@ -12,14 +13,14 @@ use super::par_chunks;
 /// Shapes: `x`, `out`: `[T][C]`; `w`: `[C][K]` (ggml `ne = [K, C]`); `state`: `[K − 1][C]`,
 /// oldest row first (so C = `w.len() − state.len()`). Each sum runs over `i` in order in
 /// f32, as ggml does. Groups of output rows run in parallel on the current pool.
-pub fn causal_conv1d(x: &[f32], w: &[f32], state: &mut [f32], out: &mut [f32]) {
+pub fn causal_conv1d(pool: &Pool, x: &[f32], w: &[f32], state: &mut [f32], out: &mut [f32]) {
     let c_n = w.len() - state.len();
     let k = w.len() / c_n;
     let keep = k - 1;
     let t_n = x.len() / c_n;
     debug_assert_eq!(out.len(), x.len());
     let saved = &*state;
-    par_chunks(out, c_n, |rows, out| {
+    par_chunks(pool, out, c_n, |rows, out| {
         for (t, o) in (rows.start / c_n..).zip(out.chunks_exact_mut(c_n)) {
             // Row by row of `in`, so every sum still adds its terms in order of i.
             o.fill(0.0);
@@ -57,7 +58,7 @@ mod tests {
         let x: Vec<f32> = (0..t_n * c_n).map(|i| (i as f32 * 0.3).cos()).collect();
         let mut state = vec![0.0; (k - 1) * c_n];
         let mut out = vec![0.0; x.len()];
-        causal_conv1d(&x, &w, &mut state, &mut out);
+        causal_conv1d(crate::pool::global(), &x, &w, &mut state, &mut out);
         // Formula with zero history.
         for t in 0..t_n {
             for c in 0..c_n {
@@ -76,7 +77,13 @@ mod tests {
         let mut s1 = vec![0.0; (k - 1) * c_n];
         let mut o1 = vec![0.0; c_n];
         for t in 0..t_n {
-            causal_conv1d(&x[t * c_n..(t + 1) * c_n], &w, &mut s1, &mut o1);
+            causal_conv1d(
+                crate::pool::global(),
+                &x[t * c_n..(t + 1) * c_n],
+                &w,
+                &mut s1,
+                &mut o1,
+            );
             assert_eq!(o1, out[t * c_n..(t + 1) * c_n]);
         }
         assert_eq!(s1, state);
@@ -96,7 +103,7 @@ mod tests {
             });
             let mut state: Vec<f32> = (0..(k - 1) * c_n).map(|i| i as f32 * 1e-3).collect();
             let mut out = vec![0.0; x.len()];
-            pool.install(|| causal_conv1d(&x, &w, &mut state, &mut out));
+            pool.install(|| causal_conv1d(crate::pool::global(), &x, &w, &mut state, &mut out));
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             (bits(&out), bits(&state))
         };

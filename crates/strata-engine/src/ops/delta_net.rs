@@ -17,14 +17,14 @@
 //! only as chunks aligned to absolute positions whose partial chunks round as full ones.)
 //!
 //! Value heads are independent (they share only read-only key heads), so both forms run
-//! groups of heads as tasks on the current pool ([`crate::pool::with_current`]). A head's
+//! groups of heads as tasks on the given pool. A head's
 //! arithmetic is the same in any task on any worker, so results are bit-identical for any
 //! worker count.
 
 use std::cell::RefCell;
 
 use super::{axpy, dot, par_chunks};
-use crate::pool::{self, Blocks};
+use crate::pool::{Blocks, Pool};
 
 /// Fewest state elements × tokens worth a pool task: heads are grouped until a task updates
 /// at least this much state. One 64 × 64 head of one decode token is a task of its own; a
@@ -93,13 +93,14 @@ impl<'a> DeltaInputs<'a> {
 /// Runs the recurrence token by token. `state`: `[n_v_heads][d_v][d_k]`, updated;
 /// `out`: `[T][n_v_heads][d_v]`. Heads run in parallel on the current pool.
 pub fn delta_rule_recurrent(
+    pool: &Pool,
     s: &DeltaShape,
     x: DeltaInputs<'_>,
     state: &mut [f32],
     out: &mut [f32],
 ) {
     let scale = 1.0 / (s.d_k as f32).sqrt();
-    for_each_head(s, x, state, out, |h, st, o| {
+    for_each_head(pool, s, x, state, out, |h, st, o| {
         recurrent_head(s, x, h, st, o, scale)
     });
 }
@@ -136,6 +137,7 @@ fn recurrent_head(
 /// Task `g` runs the `g`-th group of heads; group size depends only on the shape, and what is
 /// computed for a head does not depend on the worker that runs it.
 fn for_each_head(
+    pool: &Pool,
     s: &DeltaShape,
     x: DeltaInputs<'_>,
     state: &mut [f32],
@@ -150,24 +152,22 @@ fn for_each_head(
     let per_task = MIN_TASK_WORK.div_ceil(dv * dk * t_n).min(nv);
     let mut run = |by_head: &mut [f32]| {
         let (states, outs) = (Blocks::new(state), Blocks::new(by_head));
-        pool::with_current(|p| {
-            p.run(nv.div_ceil(per_task), |g| {
-                let heads = g * per_task..((g + 1) * per_task).min(nv);
-                // SAFETY: the pool runs each task index once, and the head groups of distinct
-                // indices are disjoint.
-                let (st, o) = unsafe {
-                    (
-                        states.get(heads.start * dv * dk..heads.end * dv * dk),
-                        outs.get(heads.start * t_n * dv..heads.end * t_n * dv),
-                    )
-                };
-                let per_head = st
-                    .chunks_exact_mut(dv * dk)
-                    .zip(o.chunks_exact_mut(t_n * dv));
-                for (h, (st_h, o_h)) in heads.zip(per_head) {
-                    f(h, st_h, o_h);
-                }
-            })
+        pool.run(nv.div_ceil(per_task), |g| {
+            let heads = g * per_task..((g + 1) * per_task).min(nv);
+            // SAFETY: the pool runs each task index once, and the head groups of distinct
+            // indices are disjoint.
+            let (st, o) = unsafe {
+                (
+                    states.get(heads.start * dv * dk..heads.end * dv * dk),
+                    outs.get(heads.start * t_n * dv..heads.end * t_n * dv),
+                )
+            };
+            let per_head = st
+                .chunks_exact_mut(dv * dk)
+                .zip(o.chunks_exact_mut(t_n * dv));
+            for (h, (st_h, o_h)) in heads.zip(per_head) {
+                f(h, st_h, o_h);
+            }
         });
     };
     if t_n == 1 {
@@ -189,10 +189,10 @@ fn for_each_head(
 /// `x / √(Σx² + eps)` for every `d`-wide head of `x`, in place, computed as llama.cpp's
 /// `build_gdn_l2_norm` does: an RMS norm with eps/d (f32 squares summed in f64), then a
 /// scale by 1/√d. Groups of heads run in parallel on the current pool.
-pub fn l2_norm_heads_in_place(x: &mut [f32], d: usize, eps: f32) {
+pub fn l2_norm_heads_in_place(pool: &Pool, x: &mut [f32], d: usize, eps: f32) {
     let n = d as f32;
     let inv_sqrt_n = 1.0 / n.sqrt();
-    par_chunks(x, d, |_, x| {
+    par_chunks(pool, x, d, |_, x| {
         for head in x.chunks_exact_mut(d) {
             let sum: f64 = head.iter().map(|v| (v * v) as f64).sum();
             let mean = (sum / d as f64) as f32;

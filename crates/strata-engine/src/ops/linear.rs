@@ -9,7 +9,7 @@
 //! Quantized copies live in [`Activations`], so the q/k/v (or gate/up) projections of one input
 //! share them.
 //!
-//! Work is split over the current [`crate::pool`]: one token (decode) splits the weight rows
+//! Work is split over the given [`crate::pool::Pool`]: one token (decode) splits the weight rows
 //! across workers; a batch (prefill) is cut into tiles of weight rows × tokens, each computed
 //! by [`strata_quant::gemm`] so a weight tile stays in L2 while the tile's tokens stream over
 //! it. Every output equals `vec_dot` of its row and token, so the result does not depend on
@@ -20,7 +20,7 @@ use std::cell::RefCell;
 use strata_gguf::GgmlType;
 
 use crate::error::EngineError;
-use crate::pool::{self, Pool, Tile, Tiles};
+use crate::pool::{Pool, Tile, Tiles};
 
 /// A 2-D weight `[rows][cols]` (ggml `ne = [cols, rows]`): `rows` outputs, `cols` inputs.
 #[derive(Clone, Copy, Debug)]
@@ -80,6 +80,23 @@ impl Activations {
     /// The f32 data.
     pub fn read(&self) -> &[f32] {
         &self.data
+    }
+
+    /// Rows `T` (0 before the first resize).
+    pub fn rows(&self) -> usize {
+        self.data.len().checked_div(self.cols).unwrap_or(0)
+    }
+
+    /// Columns of a row.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The f32 vector itself (quantized copies are invalidated), for a caller that takes the
+    /// data by swapping vectors instead of copying it.
+    pub fn host(&mut self) -> &mut Vec<f32> {
+        self.invalidate();
+        &mut self.data
     }
 
     fn invalidate(&mut self) {
@@ -144,15 +161,13 @@ pub enum ActRows<'a> {
 
 impl Activations {
     /// The batch as [`matmul`] by a `w_ty` weight reads it: quantized to `w_ty`'s
-    /// `vec_dot_type` (on the current pool, at most once per write; BF16 for BF16), else f32
+    /// `vec_dot_type` (on `pool`, at most once per write; BF16 for BF16), else f32
     /// (f16-rounded for F16). For ops that run their own tiles, e.g. routed experts.
     ///
     /// Errors: `cols` is not a whole number of the activation type's blocks.
-    pub fn rows_for(&mut self, w_ty: GgmlType) -> Result<ActRows<'_>, EngineError> {
+    pub fn rows_for(&mut self, pool: &Pool, w_ty: GgmlType) -> Result<ActRows<'_>, EngineError> {
         match strata_quant::vec_dot_type(w_ty) {
-            Some(act_ty) => {
-                pool::with_current(move |p| self.quantized(act_ty, p)).map(ActRows::Quantized)
-            }
+            Some(act_ty) => self.quantized(act_ty, pool).map(ActRows::Quantized),
             None if w_ty == GgmlType::F16 => Ok(ActRows::Float(self.rounded_f16())),
             None => Ok(ActRows::Float(&self.data)),
         }
@@ -202,6 +217,7 @@ fn tile_shape(rows: usize, row_bytes: usize, t_n: usize, workers: usize) -> (usi
 /// `y`: `[T][rows]`. Errors if the weight type has neither an activation kernel nor a
 /// float dot, or lengths disagree.
 pub fn matmul(
+    pool: &Pool,
     w: &Matrix<'_>,
     bias: Option<&[f32]>,
     x: &mut Activations,
@@ -213,7 +229,7 @@ pub fn matmul(
     if t_n == 0 || w.rows == 0 {
         return Ok(());
     }
-    pool::with_current(|pool| {
+    {
         let (row_tile, tok_tile) = tile_shape(w.rows, w.row_bytes(), t_n, pool.workers());
         let tiles = Tiles::new(y, w.rows, row_tile, tok_tile);
         match strata_quant::vec_dot_type(w.ty) {
@@ -232,10 +248,10 @@ pub fn matmul(
                 pool.for_each_tile(tiles, |tile| float_tile(w, data, tile))
             }
         }
-    })?;
+    }?;
     if let Some(b) = bias {
         for row in y.chunks_exact_mut(w.rows) {
-            super::add_in_place(row, b);
+            super::add_in_place(pool, row, b);
         }
     }
     Ok(())
@@ -303,6 +319,7 @@ mod tests {
 
     #[test]
     fn float_and_quantized_weights_match_naive_within_quantization_error() {
+        let pool = Pool::new(Default::default());
         let (rows, cols, t_n) = (37, 256, 3);
         let wf: Vec<f32> = (0..rows * cols)
             .map(|i| ((i * 13 % 97) as f32 - 48.0) / 50.0)
@@ -332,14 +349,14 @@ mod tests {
             x.write().copy_from_slice(&xf);
             let mut y = vec![0.0; t_n * rows];
             let bias: Vec<f32> = (0..rows).map(|r| r as f32).collect();
-            matmul(&w, Some(&bias), &mut x, &mut y).unwrap();
+            matmul(&pool, &w, Some(&bias), &mut x, &mut y).unwrap();
             for i in 0..y.len() {
                 let err = (y[i] - bias[i % rows] - want[i]).abs();
                 assert!(err < tol, "{ty}: output {i} off by {err}");
             }
             // Rewriting the input drops the cached quantization.
             x.write().iter_mut().for_each(|v| *v = 0.0);
-            matmul(&w, None, &mut x, &mut y).unwrap();
+            matmul(&pool, &w, None, &mut x, &mut y).unwrap();
             assert!(y.iter().all(|v| *v == 0.0), "{ty}");
         }
     }
@@ -348,6 +365,7 @@ mod tests {
     /// dot, for one token (decode) and a batch (prefill) alike.
     #[test]
     fn bf16_weights_see_bf16_rounded_activations() {
+        let pool = Pool::new(Default::default());
         let (rows, cols, t_n) = (3, 64, 5);
         let one = strata_quant::f32_to_bf16(1.0).to_le_bytes();
         let bytes: Vec<u8> = (0..rows * cols).flat_map(|_| one).collect();
@@ -363,7 +381,7 @@ mod tests {
             x.resize(t, cols);
             x.write().fill(1.0 + 3.0 / 1024.0);
             let mut y = vec![0.0; t * rows];
-            matmul(&w, None, &mut x, &mut y).unwrap();
+            matmul(&pool, &w, None, &mut x, &mut y).unwrap();
             assert!(y.iter().all(|v| *v == cols as f32), "{t} tokens: {y:?}");
         }
     }
@@ -388,12 +406,13 @@ mod tests {
             data: &bytes,
         };
         let xf: Vec<f32> = (0..t_n * cols).map(|i| (i as f32 * 0.013).sin()).collect();
+        let one_pool = Pool::new(Default::default());
         let mut one = Activations::default();
         one.resize(1, cols);
         let mut want = vec![0.0f32; t_n * rows];
         for (t, y) in want.chunks_exact_mut(rows).enumerate() {
             one.write().copy_from_slice(&xf[t * cols..(t + 1) * cols]);
-            matmul(&w, None, &mut one, y).unwrap();
+            matmul(&one_pool, &w, None, &mut one, y).unwrap();
         }
         for workers in [1, 3] {
             let pool = Pool::new(crate::pool::PoolOptions {
@@ -404,7 +423,7 @@ mod tests {
             x.resize(t_n, cols);
             x.write().copy_from_slice(&xf);
             let mut y = vec![0.0f32; t_n * rows];
-            pool.install(|| matmul(&w, None, &mut x, &mut y)).unwrap();
+            matmul(&pool, &w, None, &mut x, &mut y).unwrap();
             let same = y.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(same, "{workers} workers");
         }

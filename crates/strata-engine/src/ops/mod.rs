@@ -10,11 +10,10 @@ pub mod linear;
 pub mod moe;
 pub mod norm;
 pub mod rope;
-pub mod shared_expert;
 
 use std::ops::Range;
 
-use crate::pool::{self, Tiles};
+use crate::pool::{Pool, Tiles};
 
 /// Fewest elements worth a pool task of an element-wise op: below this, waking a worker costs
 /// more than the work it takes over (one decode token stays on the calling thread).
@@ -22,18 +21,24 @@ const MIN_TASK_ELEMS: usize = 16 << 10;
 /// Tasks per worker of an element-wise op (balance against a core slowed by another process).
 const TASKS_PER_WORKER: usize = 4;
 
-/// Runs `f(range, &mut x[range])` over consecutive chunks of `x` on the current pool, each a
+/// Runs `f(range, &mut x[range])` over consecutive chunks of `x` on `pool`, each a
 /// multiple of `unit` elements (a row; `x.len()` must be a multiple of it). For element-wise
 /// and row-wise ops: each element depends only on its own chunk, so the result does not depend
 /// on the chunking or the worker count.
-pub(crate) fn par_chunks(x: &mut [f32], unit: usize, f: impl Fn(Range<usize>, &mut [f32]) + Sync) {
+pub fn par_chunks(
+    pool: &Pool,
+    x: &mut [f32],
+    unit: usize,
+    f: impl Fn(Range<usize>, &mut [f32]) + Sync,
+) {
     let n = x.len();
     if n == 0 {
         return;
     }
     debug_assert_eq!(n % unit, 0);
     let units = n / unit;
-    pool::with_current(|p| {
+    {
+        let p = pool;
         let by_size = MIN_TASK_ELEMS.div_ceil(unit);
         let by_balance = units.div_ceil(TASKS_PER_WORKER * p.workers());
         let chunk = by_size.max(by_balance).min(units) * unit;
@@ -46,7 +51,7 @@ pub(crate) fn par_chunks(x: &mut [f32], unit: usize, f: impl Fn(Range<usize>, &m
             f(tile.cols.clone(), tile.row_mut(0));
             Ok::<(), ()>(())
         });
-    })
+    }
 }
 
 /// Dot product of two equal-length f32 slices.
@@ -82,9 +87,9 @@ pub fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
 }
 
 /// Elementwise `a += b` (residual connections), in parallel chunks when long.
-pub fn add_in_place(a: &mut [f32], b: &[f32]) {
+pub fn add_in_place(pool: &Pool, a: &mut [f32], b: &[f32]) {
     debug_assert_eq!(a.len(), b.len());
-    par_chunks(a, 1, |r, a| {
+    par_chunks(pool, a, 1, |r, a| {
         for (x, y) in a.iter_mut().zip(&b[r]) {
             *x += y;
         }

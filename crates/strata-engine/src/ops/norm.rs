@@ -1,6 +1,7 @@
 //! RMS normalisation (Zhang & Sennrich, "Root Mean Square Layer Normalization", 2019).
 
 use super::par_chunks;
+use crate::pool::Pool;
 
 /// `out = x / sqrt(mean(x²) + eps) * weight` for one row; `x`, `weight`, `out` have equal length.
 /// The sum of squares is accumulated in f64, as ggml's `ggml_compute_forward_rms_norm` does.
@@ -12,9 +13,9 @@ pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
 }
 
 /// In-place RMS norm of every `weight.len()`-sized chunk of `x` (per-head q/k norms, or
-/// every token row of a `[T][dim]` buffer); groups of rows run in parallel on the current pool.
-pub fn rms_norm_rows_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
-    par_chunks(x, weight.len(), |_, x| {
+/// every token row of a `[T][dim]` buffer); groups of rows run in parallel on `pool`.
+pub fn rms_norm_rows_in_place(pool: &Pool, x: &mut [f32], weight: &[f32], eps: f32) {
+    par_chunks(pool, x, weight.len(), |_, x| {
         for row in x.chunks_exact_mut(weight.len()) {
             let scale = rms_scale(row, eps);
             for (xi, w) in row.iter_mut().zip(weight) {
@@ -24,11 +25,10 @@ pub fn rms_norm_rows_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
     });
 }
 
-/// Row-wise [`rms_norm`] over `[T][dim]` buffers; groups of rows run in parallel on the
-/// current pool.
-pub fn rms_norm_rows(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+/// Row-wise [`rms_norm`] over `[T][dim]` buffers; groups of rows run in parallel on `pool`.
+pub fn rms_norm_rows(pool: &Pool, x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     let d = weight.len();
-    par_chunks(out, d, |r, out| {
+    par_chunks(pool, out, d, |r, out| {
         for (xr, or) in x[r].chunks_exact(d).zip(out.chunks_exact_mut(d)) {
             rms_norm(xr, weight, eps, or);
         }
@@ -53,7 +53,7 @@ mod tests {
         let rms: f32 = (out.iter().map(|v| v * v).sum::<f32>() / 4.0).sqrt();
         assert!((rms - 1.0).abs() < 1e-6);
         let mut y = x;
-        rms_norm_rows_in_place(&mut y, &[1.0, 2.0], 0.0);
+        rms_norm_rows_in_place(crate::pool::global(), &mut y, &[1.0, 2.0], 0.0);
         assert!((y[0] - 3.0 / 12.5f32.sqrt()).abs() < 1e-6);
         assert!((y[3] - 2.0 * 5.0 / 12.5f32.sqrt()).abs() < 1e-6);
     }

@@ -1,6 +1,7 @@
 //! Rotary position embedding (Su et al., "RoFormer", 2021), in ggml's two pair layouts.
 
 use super::par_chunks;
+use crate::pool::Pool;
 
 /// Which elements of a head form a rotated pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,9 +43,16 @@ impl Rope {
     /// Rotates every token row of `x` (`[T][row]`, each row `n_heads × head_dim`) by its own
     /// angles: row `t` by `cos_sin[t·n_rot..(t + 1)·n_rot]` (as [`Rope::angles`] fills them).
     /// Groups of rows run in parallel on the current pool.
-    pub fn apply_rows(&self, x: &mut [f32], row: usize, head_dim: usize, cos_sin: &[f32]) {
+    pub fn apply_rows(
+        &self,
+        pool: &Pool,
+        x: &mut [f32],
+        row: usize,
+        head_dim: usize,
+        cos_sin: &[f32],
+    ) {
         let n_rot = self.n_rot;
-        par_chunks(x, row, |r, x| {
+        par_chunks(pool, x, row, |r, x| {
             let t0 = r.start / row;
             for (t, xr) in x.chunks_exact_mut(row).enumerate() {
                 let angles = &cos_sin[(t0 + t) * n_rot..(t0 + t + 1) * n_rot];

@@ -10,6 +10,7 @@ use strata_gguf::Metadata;
 
 use super::source::TensorSource;
 use super::{Architecture, Graph};
+use crate::backend::{Cpu, HostMem};
 use crate::config::{moe_config, Arch, ModelConfig};
 use crate::error::EngineError;
 use crate::ops::linear::Matrix;
@@ -83,12 +84,13 @@ impl Architecture for Dense {
 impl Graph for Weights {
     fn forward(
         &self,
+        be: &Cpu<'_>,
         cfg: &ModelConfig,
-        ws: &mut Workspace,
+        ws: &mut Workspace<HostMem>,
         seqs: &mut [SeqRun<'_>],
         tokens: &[u32],
     ) -> Result<(), EngineError> {
-        graph::forward(cfg, self, ws, seqs, tokens)
+        graph::forward(be, cfg, self, ws, seqs, tokens)
     }
 
     fn head(&self) -> (&[f32], &Matrix<'static>) {

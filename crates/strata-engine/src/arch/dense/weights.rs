@@ -65,6 +65,7 @@ impl Loader<'_> {
         let (d, ff, ne) = (c.n_embd, m.n_ff_exp, m.n_expert);
         let src = self.src;
         Ok(MoeWeights {
+            layer: il,
             router: src.matrix(&n("ffn_gate_inp.weight"), d, ne)?,
             gate: src.experts(&n("ffn_gate_exps.weight"), d, ff, ne)?,
             up: src.experts(&n("ffn_up_exps.weight"), d, ff, ne)?,

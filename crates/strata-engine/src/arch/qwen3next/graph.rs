@@ -11,40 +11,39 @@
 //! Sources: llama.cpp `src/models/qwen3next.cpp`; HF transformers `modeling_qwen3_next.py`;
 //! Qwen team, "Qwen3-Next" (2025).
 
+use super::shared_expert::{shared_expert_add, SharedScratch};
 use super::weights::{HybridWeights, Mixer};
 use super::{gated_attention, gated_delta_net};
-use crate::arch::dense::graph::{embed, rope_angles};
+use crate::arch::dense::graph::Ws;
+use crate::backend::{Backend, Memory};
 use crate::config::ModelConfig;
 use crate::error::EngineError;
-use crate::ops::add_in_place;
-use crate::ops::linear::Activations;
-use crate::ops::moe::moe_ffn;
-use crate::ops::norm::rms_norm_rows;
-use crate::ops::shared_expert::{shared_expert_add, SharedScratch};
-use crate::workspace::{SeqRun, Workspace};
+use crate::workspace::SeqRun;
 
 /// Buffers of the hybrid layers, grown to the largest batch and reused.
 #[derive(Default)]
-pub struct HybridScratch {
+pub struct HybridScratch<M: Memory> {
     /// Projected q, k, v before the convolution `[T][conv_dim]`, then after it (+ SiLU).
-    pub(super) qkv: Vec<f32>,
-    pub(super) conv: Vec<f32>,
+    pub(super) qkv: M::Buf,
+    pub(super) conv: M::Buf,
     /// Convolved, L2-normed queries and keys `[T][key_dim]`; values `[T][value_dim]`.
-    pub(super) q: Vec<f32>,
-    pub(super) k: Vec<f32>,
-    pub(super) v: Vec<f32>,
+    pub(super) q: M::Buf,
+    pub(super) k: M::Buf,
+    pub(super) v: M::Buf,
     /// Output gate z `[T][value_dim]`.
-    pub(super) z: Vec<f32>,
+    pub(super) z: M::Buf,
     /// β and α logits `[T][2·n_v_heads]`, then β and the log decay `[T][n_v_heads]`.
-    pub(super) ba: Vec<f32>,
-    pub(super) beta: Vec<f32>,
-    pub(super) log_decay: Vec<f32>,
+    pub(super) ba: M::Buf,
+    pub(super) beta: M::Buf,
+    pub(super) log_decay: M::Buf,
     /// Delta-rule output `[T][value_dim]`, and it normed and gated (input of `ssm_out`).
-    pub(super) core: Vec<f32>,
-    pub(super) gated: Activations,
-    /// Gated attention's joint query + gate projection `[T][n_head·2·head_dim]`.
-    pub(super) qg: Vec<f32>,
-    pub(super) shared: SharedScratch,
+    pub(super) core: M::Buf,
+    pub(super) gated: M::Buf,
+    /// Gated attention's joint query + gate projection `[T][n_head·2·head_dim]`, and the
+    /// gate half `[T][n_head·head_dim]`.
+    pub(super) qg: M::Buf,
+    pub(super) gate: M::Buf,
+    pub(super) shared: SharedScratch<M>,
 }
 
 /// Runs the run's `tokens` (the rows of `seqs`, each sequence at its own positions and with
@@ -52,33 +51,40 @@ pub struct HybridScratch {
 /// in `ws.x` (`[T][n_embd]`).
 ///
 /// Errors: a token outside the vocabulary, unsupported weight types.
-pub fn forward(
+pub fn forward<B: Backend>(
+    be: &B,
     cfg: &ModelConfig,
     w: &HybridWeights,
-    ws: &mut Workspace,
+    ws: &mut Ws<B>,
     seqs: &mut [SeqRun<'_>],
     tokens: &[u32],
 ) -> Result<(), EngineError> {
-    embed(cfg, &w.token_embd, tokens, &mut ws.x)?;
-    rope_angles(&cfg.rope, &ws.pos, &mut ws.rope_cs);
+    be.embed(&w.token_embd, cfg.embd_scale, tokens, &mut ws.x)?;
+    be.rope_angles(&cfg.rope, &ws.pos, &mut ws.rope_cs);
     let (mut i_attn, mut i_rec) = (0, 0);
     for lw in &w.layers {
-        rms_norm_rows(&ws.x, &lw.attn_norm, cfg.rms_eps, ws.xb.write());
+        be.rms_norm(&ws.x, &lw.attn_norm, cfg.rms_eps, &mut ws.xb);
         match &lw.mixer {
             Mixer::DeltaNet(m) => {
-                gated_delta_net::mixer(cfg, m, i_rec, seqs, ws)?;
+                gated_delta_net::mixer(be, cfg, m, i_rec, seqs, ws)?;
                 i_rec += 1;
             }
             Mixer::Attention(m) => {
-                gated_attention::mixer(cfg, m, i_attn, seqs, ws)?;
+                gated_attention::mixer(be, cfg, m, i_attn, seqs, ws)?;
                 i_attn += 1;
             }
         }
-        add_in_place(&mut ws.x, &ws.xb2);
-        rms_norm_rows(&ws.x, &lw.ffn_norm, cfg.rms_eps, ws.xb.write());
-        moe_ffn(&lw.moe, &mut ws.xb, &mut ws.xb2, &mut ws.moe)?;
-        shared_expert_add(&lw.shared, &mut ws.xb, &mut ws.xb2, &mut ws.hybrid.shared)?;
-        add_in_place(&mut ws.x, &ws.xb2);
+        be.add(&mut ws.x, &ws.xb2);
+        be.rms_norm(&ws.x, &lw.ffn_norm, cfg.rms_eps, &mut ws.xb);
+        be.moe(&lw.moe, &mut ws.xb, &mut ws.xb2, &mut ws.moe)?;
+        shared_expert_add(
+            be,
+            &lw.shared,
+            &mut ws.xb,
+            &mut ws.xb2,
+            &mut ws.hybrid.shared,
+        )?;
+        be.add(&mut ws.x, &ws.xb2);
     }
     Ok(())
 }

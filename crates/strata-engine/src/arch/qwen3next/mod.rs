@@ -7,12 +7,14 @@
 mod gated_attention;
 mod gated_delta_net;
 pub mod graph;
+pub mod shared_expert;
 pub mod weights;
 
 use strata_gguf::Metadata;
 
 use super::source::TensorSource;
 use super::{Architecture, Graph};
+use crate::backend::{Cpu, HostMem};
 use crate::config::{moe_config, ModelConfig, SsmConfig};
 use crate::error::EngineError;
 use crate::ops::linear::Matrix;
@@ -47,12 +49,13 @@ impl Architecture for Qwen3Next {
 impl Graph for HybridWeights {
     fn forward(
         &self,
+        be: &Cpu<'_>,
         cfg: &ModelConfig,
-        ws: &mut Workspace,
+        ws: &mut Workspace<HostMem>,
         seqs: &mut [SeqRun<'_>],
         tokens: &[u32],
     ) -> Result<(), EngineError> {
-        graph::forward(cfg, self, ws, seqs, tokens)
+        graph::forward(be, cfg, self, ws, seqs, tokens)
     }
 
     fn head(&self) -> (&[f32], &Matrix<'static>) {

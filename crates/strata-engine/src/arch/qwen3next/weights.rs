@@ -3,13 +3,13 @@
 //! `llama_model_qwen3next::load_arch_tensors`; the DeltaNet input projection is the split
 //! pair `attn_qkv` + `attn_gate` (current converter), not the legacy fused `ssm_in`.
 
+use super::shared_expert::SharedExpert;
 use crate::arch::dense::weights::Loader;
 use crate::arch::source::TensorSource;
 use crate::config::{ModelConfig, SsmConfig};
 use crate::error::EngineError;
 use crate::ops::linear::Matrix;
 use crate::ops::moe::MoeWeights;
-use crate::ops::shared_expert::SharedExpert;
 
 /// A Gated DeltaNet mixer.
 pub struct DeltaNetWeights {

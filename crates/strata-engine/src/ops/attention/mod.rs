@@ -20,7 +20,7 @@
 use std::cell::RefCell;
 
 use crate::kv_cache::LayerKv;
-use crate::pool::{self, Tiles};
+use crate::pool::{Pool, Tiles};
 
 mod kernel;
 mod lanes;
@@ -68,12 +68,27 @@ thread_local! {
 /// f16 before its products with the keys, as ggml's `mul_mat` does when its weight operand is
 /// f16 (llama.cpp), so scores agree with llama.cpp's. Allocates nothing once the per-thread
 /// buffers have grown to the largest shape seen.
-pub fn attention(q: &[f32], kv: &LayerKv, pos0: usize, s: &AttnShape, out: &mut [f32]) {
-    attention_on(Isa::detect(), q, kv, pos0, s, out)
+pub fn attention(
+    pool: &Pool,
+    q: &[f32],
+    kv: &LayerKv,
+    pos0: usize,
+    s: &AttnShape,
+    out: &mut [f32],
+) {
+    attention_on(pool, Isa::detect(), q, kv, pos0, s, out)
 }
 
 /// [`attention`] on the kernels of `isa`, which this CPU must have.
-fn attention_on(isa: Isa, q: &[f32], kv: &LayerKv, pos0: usize, s: &AttnShape, out: &mut [f32]) {
+fn attention_on(
+    pool: &Pool,
+    isa: Isa,
+    q: &[f32],
+    kv: &LayerKv,
+    pos0: usize,
+    s: &AttnShape,
+    out: &mut [f32],
+) {
     let (hd, group) = (s.head_dim, s.n_head / s.n_kv_head);
     let width = s.n_head * hd;
     let t_n = q.len() / width;
@@ -98,7 +113,7 @@ fn attention_on(isa: Isa, q: &[f32], kv: &LayerKv, pos0: usize, s: &AttnShape, o
         keys,
         isa,
     };
-    pool::with_current(|pool| {
+    {
         let r = if n_splits <= 1 {
             let tiles = Tiles::new(out, width, group * hd, Q_BLOCK);
             pool.for_each_tile(tiles, |tile| {
@@ -131,7 +146,7 @@ fn attention_on(isa: Isa, q: &[f32], kv: &LayerKv, pos0: usize, s: &AttnShape, o
             })
         };
         r.expect("attention tasks do not fail");
-    });
+    }
 }
 
 fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {

@@ -59,7 +59,14 @@ fn gqa_and_window_match_naive_reference() {
             .map(|i| (i as f32 * 0.7).cos())
             .collect();
         let mut out = vec![0.0; q.len()];
-        attention(&q, &cache.layers[0], 4, &shape, &mut out);
+        attention(
+            crate::pool::global(),
+            &q,
+            &cache.layers[0],
+            4,
+            &shape,
+            &mut out,
+        );
         for t in 0..2 {
             let pos: usize = 4 + t;
             let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
@@ -106,7 +113,14 @@ fn key_tiles_splits_and_query_blocks_match_naive_reference() {
                 .map(|i| (i as f32 * 0.37).cos())
                 .collect();
             let mut out = vec![0.0; q.len()];
-            attention(&q, &cache.layers[0], pos0, &shape, &mut out);
+            attention(
+                crate::pool::global(),
+                &q,
+                &cache.layers[0],
+                pos0,
+                &shape,
+                &mut out,
+            );
             for t in 0..t_n {
                 let pos = pos0 + t;
                 let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
@@ -248,7 +262,14 @@ fn f16_cache_decode_matches_naive_reference_on_rounded_inputs() {
             .map(|i| (i as f32 * 0.37).cos() * 2.0)
             .collect();
         let mut out = vec![0.0; q.len()];
-        attention(&q, &cache.layers[0], pos, &shape, &mut out);
+        attention(
+            crate::pool::global(),
+            &q,
+            &cache.layers[0],
+            pos,
+            &shape,
+            &mut out,
+        );
         for h in 0..n_head {
             let g = h / (n_head / n_kv);
             let qi: Vec<f32> = q[h * hd..][..hd].iter().map(|x| r16(*x)).collect();
@@ -295,7 +316,15 @@ fn prefill_and_decode_outputs_are_bit_identical_on_every_isa() {
                     let mut want = Vec::new();
                     for isa in isas() {
                         let mut out = vec![0.0; q.len()];
-                        attention_on(isa, &q, &cache.layers[0], pos0, &shape, &mut out);
+                        attention_on(
+                            crate::pool::global(),
+                            isa,
+                            &q,
+                            &cache.layers[0],
+                            pos0,
+                            &shape,
+                            &mut out,
+                        );
                         let bits: Vec<u32> = out.iter().map(|x| x.to_bits()).collect();
                         if want.is_empty() {
                             want = bits;
@@ -345,7 +374,15 @@ fn query_output_is_independent_of_its_batch() {
                 let run = |pos0: usize, t_n: usize| {
                     let q = &q_all[pos0 * width..(pos0 + t_n) * width];
                     let mut out = vec![0.0; q.len()];
-                    attention_on(isa, q, &cache.layers[0], pos0, &shape, &mut out);
+                    attention_on(
+                        crate::pool::global(),
+                        isa,
+                        q,
+                        &cache.layers[0],
+                        pos0,
+                        &shape,
+                        &mut out,
+                    );
                     out
                 };
                 // Every position of 0..n_pos one at a time.

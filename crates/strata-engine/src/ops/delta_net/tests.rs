@@ -38,8 +38,8 @@ fn case_of(shape: DeltaShape, t_n: usize, seed: u64) -> Case {
     let (hk, hv) = (shape.n_k_heads, shape.n_v_heads);
     let mut q = noise(t_n * hk * shape.d_k, seed);
     let mut k = noise(t_n * hk * shape.d_k, seed + 1);
-    l2_norm_heads_in_place(&mut q, shape.d_k, 1e-6);
-    l2_norm_heads_in_place(&mut k, shape.d_k, 1e-6);
+    l2_norm_heads_in_place(crate::pool::global(), &mut q, shape.d_k, 1e-6);
+    l2_norm_heads_in_place(crate::pool::global(), &mut k, shape.d_k, 1e-6);
     Case {
         shape,
         q,
@@ -77,7 +77,7 @@ fn recurrent_step_matches_the_naive_delta_rule() {
     let (dk, dv) = (s.d_k, s.d_v);
     let mut state = c.state.clone();
     let mut out = vec![0.0; 3 * s.n_v_heads * dv];
-    delta_rule_recurrent(&s, c.inputs(), &mut state, &mut out);
+    delta_rule_recurrent(crate::pool::global(), &s, c.inputs(), &mut state, &mut out);
     for h in 0..s.n_v_heads {
         let kh = h / 2;
         // S[i][j] (d_k × d_v) in f64, from the transposed storage.
@@ -129,7 +129,13 @@ fn a_call_of_many_tokens_equals_one_call_per_token() {
         let (nk, nv) = (s.n_k_heads, s.n_v_heads);
         let mut s_all = c.state.clone();
         let mut o_all = vec![0.0; t_n * nv * s.d_v];
-        delta_rule_recurrent(&s, c.inputs(), &mut s_all, &mut o_all);
+        delta_rule_recurrent(
+            crate::pool::global(),
+            &s,
+            c.inputs(),
+            &mut s_all,
+            &mut o_all,
+        );
         let mut s_one = c.state.clone();
         let mut o_one = Vec::new();
         for t in 0..t_n {
@@ -141,7 +147,7 @@ fn a_call_of_many_tokens_equals_one_call_per_token() {
                 beta: &c.b[t * nv..(t + 1) * nv],
             };
             let mut o = vec![0.0; nv * s.d_v];
-            delta_rule_recurrent(&s, x, &mut s_one, &mut o);
+            delta_rule_recurrent(crate::pool::global(), &s, x, &mut s_one, &mut o);
             o_one.extend_from_slice(&o);
         }
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -173,7 +179,15 @@ fn results_are_bit_identical_for_any_worker_count() {
         let run = |pool: &Pool| {
             let mut state = c.state.clone();
             let mut out = vec![0.0; t_n * shape.n_v_heads * shape.d_v];
-            pool.install(|| delta_rule_recurrent(&shape, c.inputs(), &mut state, &mut out));
+            pool.install(|| {
+                delta_rule_recurrent(
+                    crate::pool::global(),
+                    &shape,
+                    c.inputs(),
+                    &mut state,
+                    &mut out,
+                )
+            });
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             (bits(&state), bits(&out))
         };
@@ -191,7 +205,7 @@ fn results_are_bit_identical_for_any_worker_count() {
 #[test]
 fn l2_norm_gives_unit_heads() {
     let mut x = vec![3.0f32, 4.0, 0.0, 0.0, 1.0, 1.0];
-    l2_norm_heads_in_place(&mut x, 2, 1e-12);
+    l2_norm_heads_in_place(crate::pool::global(), &mut x, 2, 1e-12);
     assert!((x[0] - 0.6).abs() < 1e-6 && (x[1] - 0.8).abs() < 1e-6);
     assert_eq!(&x[2..4], &[0.0, 0.0]);
     assert!((x[4] - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-6);
@@ -217,7 +231,7 @@ fn grouped_heads_match_each_head_run_alone() {
         let c = case_of(shape, t_n, 90 + t_n as u64);
         {
             let call = |s: &DeltaShape, x: DeltaInputs<'_>, st: &mut [f32], out: &mut [f32]| {
-                pool.install(|| delta_rule_recurrent(s, x, st, out))
+                pool.install(|| delta_rule_recurrent(crate::pool::global(), s, x, st, out))
             };
             let mut state = c.state.clone();
             let mut out = vec![0.0; t_n * nv * dv];

@@ -15,7 +15,7 @@ use std::ops::Range;
 use crate::error::EngineError;
 use crate::ops::linear::{ActRows, Matrix};
 use crate::ops::moe::ExpertTensor;
-use crate::pool::{self, Blocks};
+use crate::pool::{Blocks, Pool};
 
 /// Weight bytes per task: with its tokens' activations a tile stays in a 1 MiB L2
 /// (as `ops/linear.rs`).
@@ -66,18 +66,19 @@ fn tok_tile(n: usize) -> usize {
 
 /// For each input `(w, acts)` and each group `(e, span)`: `out[pos][r] = W_e[r] · acts[pos]`
 /// for every group-order row `pos` in `span` and every row `r` of expert `e`, all inputs in
-/// one pool run on the current pool.
+/// one run on `pool`.
 ///
 /// `acts`: `[R][·]` in group order as [`ActRows`] for `w.all.ty`; `outs[i]`: `[R][w.rows()]`,
 /// overwritten. Errors: a weight type without a kernel.
 pub(super) fn grouped_matmul(
+    pool: &Pool,
     inputs: &[(ExpertTensor<'_>, ActRows<'_>)],
     groups: &[(usize, Range<usize>)],
     outs: &mut [&mut [f32]],
     s: &mut GroupedScratch,
 ) -> Result<(), EngineError> {
     debug_assert_eq!(inputs.len(), outs.len());
-    let n_pos = groups.last().map_or(0, |g| g.1.end);
+    let n_pos = outs[0].len() / inputs[0].0.rows();
     s.tasks.clear();
     let mut size = 0;
     for (input, (w, _)) in inputs.iter().enumerate() {
@@ -105,15 +106,13 @@ pub(super) fn grouped_matmul(
     s.tiles.resize(size, 0.0);
     let tasks = &s.tasks;
     let blocks = Blocks::new(&mut s.tiles);
-    pool::with_current(|p| {
-        p.try_run(tasks.len(), |i| {
-            let t = &tasks[i];
-            let (w, acts) = &inputs[t.input];
-            // SAFETY: the pool runs each task index once, and task blocks are consecutive
-            // (each starts where the previous one ends), so they never overlap.
-            let block = unsafe { blocks.get(t.block()) };
-            task(&w.expert(t.expert), *acts, n_pos, t, block)
-        })
+    pool.try_run(tasks.len(), |i| {
+        let t = &tasks[i];
+        let (w, acts) = &inputs[t.input];
+        // SAFETY: the pool runs each task index once, and task blocks are consecutive
+        // (each starts where the previous one ends), so they never overlap.
+        let block = unsafe { blocks.get(t.block()) };
+        task(&w.expert(t.expert), *acts, n_pos, t, block)
     })?;
     for t in tasks {
         let block = &s.tiles[t.block()];
