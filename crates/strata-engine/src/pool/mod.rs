@@ -10,6 +10,10 @@
 //! ([`init_global`], or an automatic one on first use). A call made from inside a task (nested
 //! parallelism) runs its tasks inline; calls from several threads take turns.
 //!
+//! [`Pool::scope`] hands a job to the workers and returns at once with a [`Ticket`], so the
+//! calling thread can drive another backend (a GPU) meanwhile; see [`Scope`] for what
+//! [`Pool::run`] does while such a job is in flight.
+//!
 //! # Example
 //! ```
 //! use strata_engine::pool::{Pool, PoolOptions};
@@ -24,19 +28,22 @@
 mod blocks;
 mod pin;
 mod plan;
+mod scope;
 mod signal;
 mod tiles;
 
+use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 pub use blocks::Blocks;
 pub use pin::{allowed_cpus, pin_current_thread};
 pub use plan::{plan, PoolPlan};
+pub use scope::{Scope, Ticket};
 pub use tiles::{Tile, Tiles};
 
 use signal::{Bell, Countdown};
@@ -70,6 +77,9 @@ impl Default for PoolOptions {
 
 type TaskFn = dyn Fn(usize) + Sync;
 
+/// What a panic carries, as `catch_unwind` returns it.
+type Payload = Box<dyn Any + Send>;
+
 /// What the workers share: the round signals and the current job.
 struct Shared {
     bell: Bell,
@@ -79,6 +89,8 @@ struct Shared {
     n_tasks: AtomicUsize,
     next: AtomicUsize,
     panicked: AtomicBool,
+    /// The payload of the first worker panic of the current round (set before `panicked`).
+    payload: Mutex<Option<Payload>>,
     quit: AtomicBool,
     spin: Duration,
 }
@@ -103,6 +115,36 @@ impl Shared {
             f(t);
         }
     }
+
+    /// Arms a round of `n_tasks` tasks of `f` for workers `1..active` and wakes them.
+    ///
+    /// # Safety
+    /// The caller holds `Pool::busy`, the previous round is over ([`Shared::finish`] returned),
+    /// and `*f` stays alive until this round's [`Shared::finish`] returns.
+    #[inline]
+    unsafe fn start(&self, f: *const TaskFn, n_tasks: usize, active: usize) {
+        // SAFETY: per the contract, no worker reads `job` between rounds.
+        unsafe { *self.job.get() = Some(f) };
+        self.n_tasks.store(n_tasks, Relaxed);
+        self.next.store(0, Relaxed);
+        self.done.reset(active - 1);
+        self.bell.ring(active);
+    }
+
+    /// Waits until every worker of the round stopped; the payload of a worker's panic, if any.
+    #[inline]
+    fn finish(&self) -> Option<Payload> {
+        self.done.wait(self.spin);
+        if !self.panicked.swap(false, SeqCst) {
+            return None;
+        }
+        let payload = self
+            .payload
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        Some(payload.unwrap_or_else(|| Box::new("a pool worker panicked while running a task")))
+    }
 }
 
 thread_local! {
@@ -112,6 +154,13 @@ thread_local! {
     static INSTALLED: Cell<*const Pool> = const { Cell::new(std::ptr::null()) };
     /// Id of the pool this thread was pinned for as a caller (0 = none).
     static PINNED_FOR: Cell<usize> = const { Cell::new(0) };
+    /// Its address tells this thread from every other live thread ([`thread_token`]).
+    static TOKEN: u8 = const { 0 };
+}
+
+/// A nonzero number unique to this thread among live threads.
+fn thread_token() -> usize {
+    TOKEN.with(|t| t as *const u8 as usize)
 }
 
 static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
@@ -120,8 +169,11 @@ static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
 pub struct Pool {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
-    /// Held by the caller for a whole round: one op at a time.
+    /// Held by the caller for a whole round: one op at a time. A submitted job holds it from
+    /// [`Scope::submit`] until the job is waited on.
     busy: Mutex<()>,
+    /// [`thread_token`] of the thread whose submitted job holds `busy` (0 = none).
+    holder: AtomicUsize,
     cpus: Vec<usize>,
     pin_caller: bool,
     id: usize,
@@ -139,6 +191,7 @@ impl Pool {
             n_tasks: AtomicUsize::new(0),
             next: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
+            payload: Mutex::new(None),
             quit: AtomicBool::new(false),
             spin: opts.spin,
         });
@@ -157,6 +210,7 @@ impl Pool {
             shared,
             threads,
             busy: Mutex::new(()),
+            holder: AtomicUsize::new(0),
             cpus,
             pin_caller: opts.pin_caller,
             id: NEXT_ID.fetch_add(1, Relaxed),
@@ -176,36 +230,55 @@ impl Pool {
     /// Runs `f(task)` for every `task < n_tasks` on the pool and returns when all are done.
     /// Tasks run in any order and on any worker. A panic in a task is re-raised here after
     /// every worker has stopped.
+    ///
+    /// Called on a thread whose [submitted job](Scope::submit) is still in flight, the tasks
+    /// run inline on this thread (the workers are busy with that job); called on another thread
+    /// meanwhile, it waits for the job's ticket to be waited on, as calls take turns.
     pub fn run<F: Fn(usize) + Sync>(&self, n_tasks: usize, f: F) {
         let inline = n_tasks <= 1 || self.threads.is_empty() || IN_TASK.get();
         if inline {
             (0..n_tasks).for_each(f);
             return;
         }
-        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(_busy) = self.lock_workers() else {
+            (0..n_tasks).for_each(f);
+            return;
+        };
         self.pin_caller_once();
         let sh = &*self.shared;
         let active = n_tasks.min(self.workers());
         let f: &(dyn Fn(usize) + Sync + '_) = &f;
         // SAFETY: only the lifetime is erased. Workers use the pointer only during this round,
-        // and this function does not return (or unwind) before `done.wait` saw every active
+        // and this function does not return (or unwind) before `finish` saw every active
         // worker finish, so `f` outlives every use.
         let f_static: *const TaskFn = unsafe { std::mem::transmute(f) };
-        // SAFETY: we hold `busy` and the previous round is over, so no worker reads `job`.
-        unsafe { *sh.job.get() = Some(f_static) };
-        sh.n_tasks.store(n_tasks, Relaxed);
-        sh.next.store(0, Relaxed);
-        sh.done.reset(active - 1);
-        sh.bell.ring(active);
+        // SAFETY: we hold `busy` and the previous round is over; `f` outlives `finish` below.
+        unsafe { sh.start(f_static, n_tasks, active) };
         IN_TASK.set(true);
         let mine = catch_unwind(AssertUnwindSafe(|| sh.work(f)));
         IN_TASK.set(false);
-        sh.done.wait(sh.spin);
+        let theirs = sh.finish();
         if let Err(payload) = mine {
             resume_unwind(payload);
         }
-        if sh.panicked.swap(false, SeqCst) {
-            panic!("a pool worker panicked while running a task");
+        if let Some(payload) = theirs {
+            resume_unwind(payload);
+        }
+    }
+
+    /// Takes the workers for a round (`busy`), waiting for another thread's round or job;
+    /// `None` if this thread already holds them for a submitted job (taking them again would
+    /// deadlock). The uncontended path is one `try_lock`, as cheap as `lock`.
+    #[inline]
+    fn lock_workers(&self) -> Option<MutexGuard<'_, ()>> {
+        match self.busy.try_lock() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            // Only this thread writes its own token, so an equal token means we hold `busy`.
+            Err(TryLockError::WouldBlock) if self.holder.load(Relaxed) == thread_token() => None,
+            Err(TryLockError::WouldBlock) => {
+                Some(self.busy.lock().unwrap_or_else(|e| e.into_inner()))
+            }
         }
     }
 
@@ -304,7 +377,10 @@ fn worker_main(sh: &Shared, index: usize, cpu: Option<usize>) {
         // will not touch it, nor drop the closure, until we call `done`.
         let f = unsafe { (*sh.job.get()).map(|p| &*p) };
         if let Some(f) = f {
-            if catch_unwind(AssertUnwindSafe(|| sh.work(f))).is_err() {
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| sh.work(f))) {
+                let mut slot = sh.payload.lock().unwrap_or_else(|e| e.into_inner());
+                slot.get_or_insert(payload);
+                drop(slot);
                 sh.panicked.store(true, SeqCst);
             }
         }
@@ -350,77 +426,4 @@ pub fn current_workers() -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::AtomicU64;
-
-    fn pool(n: usize) -> Pool {
-        Pool::new(PoolOptions {
-            workers: n,
-            spin: Duration::from_micros(50),
-            ..PoolOptions::default()
-        })
-    }
-
-    #[test]
-    fn every_task_runs_exactly_once_over_many_rounds() {
-        for n in 1..=4 {
-            let p = pool(n);
-            let hits: Vec<AtomicU64> = (0..37).map(|_| AtomicU64::new(0)).collect();
-            for round in 0..500 {
-                p.run(round % 37 + 1, |t| {
-                    hits[t].fetch_add(1, Relaxed);
-                });
-            }
-            for (t, h) in hits.iter().enumerate() {
-                let want = (0..500).filter(|r| r % 37 + 1 > t).count() as u64;
-                assert_eq!(h.load(Relaxed), want, "{n} workers, task {t}");
-            }
-        }
-    }
-
-    #[test]
-    fn errors_and_panics_reach_the_caller_and_the_pool_survives() {
-        let p = pool(3);
-        let r: Result<(), usize> = p.try_run(50, |t| if t == 17 { Err(t) } else { Ok(()) });
-        assert_eq!(r, Err(17));
-        let caught = catch_unwind(AssertUnwindSafe(|| p.run(8, |t| assert!(t != 5))));
-        assert!(caught.is_err());
-        let n = AtomicUsize::new(0);
-        p.run(8, |_| {
-            n.fetch_add(1, Relaxed);
-        });
-        assert_eq!(n.into_inner(), 8);
-    }
-
-    #[test]
-    fn nested_runs_inline_and_tiles_cover_the_output_once() {
-        let p = pool(2);
-        let mut out = vec![0u32; 7 * 10];
-        p.for_each_tile(Tiles::new(&mut out, 10, 3, 2), |tile| {
-            let n = tile.rows.len();
-            let (r0, c0) = (tile.rows.start, tile.cols.start);
-            p.run(4, |_| {}); // nested: runs inline, no deadlock
-            for k in 0..n {
-                for (j, v) in tile.row_mut(k).iter_mut().enumerate() {
-                    *v += ((r0 + k) * 10 + c0 + j) as u32 + 1;
-                }
-            }
-            Ok::<(), ()>(())
-        })
-        .unwrap();
-        assert!(out.iter().enumerate().all(|(i, v)| *v == i as u32 + 1));
-    }
-
-    #[test]
-    fn installed_pool_is_current_on_this_thread_only_inside_install() {
-        let p = pool(3);
-        p.install(|| assert_eq!(current_workers(), 3));
-        let q = pool(1);
-        q.install(|| {
-            assert_eq!(current_workers(), 1);
-            p.install(|| assert_eq!(current_workers(), 3));
-            assert_eq!(current_workers(), 1);
-        });
-    }
-}
+mod tests;
