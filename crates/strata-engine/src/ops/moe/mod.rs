@@ -5,8 +5,11 @@
 //! 2. **place** ([`placement`]): each chosen (layer, expert) goes to the unit that computes it
 //!    (today every expert runs on the CPU);
 //! 3. **compute**: each unit runs one SwiGLU FFN per chosen expert over the tokens routed to
-//!    it, grouped by expert so each expert's weights are read once per run ([`grouped`]); the
-//!    CPU's share runs as one pool job with a ticket, so another unit can work meanwhile;
+//!    it, grouped by expert so each expert's weights are read once per run ([`grouped`]). The
+//!    CPU's share is one pool job per matrix step; when another unit holds some of the spans,
+//!    that job is what goes to [`crate::pool::Pool::scope`]'s `submit`, returning a ticket at
+//!    once so the calling thread drives the device meanwhile (the hybrid tier). With every
+//!    expert on the CPU the caller takes part in the job instead (and nothing is allocated);
 //! 4. **combine**: every token's expert outputs summed in slot (rank) order with their weights.
 //!
 //! Source: llama.cpp `llm_graph_context::build_moe_ffn` (`src/llama-graph.cpp`) with
