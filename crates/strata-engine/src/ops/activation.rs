@@ -6,7 +6,7 @@ use super::par_chunks;
 use crate::pool::Pool;
 
 /// SwiGLU gate in place: `gate[i] = silu(gate[i]) * up[i]`, silu(x) = x·σ(x); chunks of
-/// elements run in parallel on the current pool.
+/// elements run in parallel on `pool`.
 /// Source: Shazeer, "GLU Variants Improve Transformer" (2020); llama.cpp `LLM_FFN_SILU` + `LLM_FFN_PAR`.
 pub fn swiglu(pool: &Pool, gate: &mut [f32], up: &[f32]) {
     debug_assert_eq!(gate.len(), up.len());
@@ -20,7 +20,7 @@ pub fn swiglu(pool: &Pool, gate: &mut [f32], up: &[f32]) {
 
 /// GeGLU gate in place with the tanh approximation of GELU:
 /// `gate[i] = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) * up[i]` (Gemma's `gelu_pytorch_tanh`);
-/// chunks of elements run in parallel on the current pool.
+/// chunks of elements run in parallel on `pool`.
 ///
 /// As ggml's CPU `ggml_vec_geglu_f32` (built with `GGML_GELU_FP16`): for -10 < x < 10 the GELU
 /// is looked up at the f16-rounded x and rounded to f16 (its `ggml_table_gelu_f16`); x ≤ -10

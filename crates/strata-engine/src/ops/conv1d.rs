@@ -12,7 +12,7 @@ use crate::pool::Pool;
 ///
 /// Shapes: `x`, `out`: `[T][C]`; `w`: `[C][K]` (ggml `ne = [K, C]`); `state`: `[K − 1][C]`,
 /// oldest row first (so C = `w.len() − state.len()`). Each sum runs over `i` in order in
-/// f32, as ggml does. Groups of output rows run in parallel on the current pool.
+/// f32, as ggml does. Groups of output rows run in parallel on `pool`.
 pub fn causal_conv1d(pool: &Pool, x: &[f32], w: &[f32], state: &mut [f32], out: &mut [f32]) {
     let c_n = w.len() - state.len();
     let k = w.len() / c_n;

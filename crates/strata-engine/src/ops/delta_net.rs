@@ -91,7 +91,7 @@ impl<'a> DeltaInputs<'a> {
 }
 
 /// Runs the recurrence token by token. `state`: `[n_v_heads][d_v][d_k]`, updated;
-/// `out`: `[T][n_v_heads][d_v]`. Heads run in parallel on the current pool.
+/// `out`: `[T][n_v_heads][d_v]`. Heads run in parallel on `pool`.
 pub fn delta_rule_recurrent(
     pool: &Pool,
     s: &DeltaShape,
@@ -130,7 +130,7 @@ fn recurrent_head(
     }
 }
 
-/// Runs `f(h, state_h, out_h)` for every value head `h` in tasks of the current pool, with
+/// Runs `f(h, state_h, out_h)` for every value head `h` in tasks of `pool`, with
 /// `state_h` the head's `[d_v][d_k]` state and `out_h` its `[T][d_v]` outputs, which end up in
 /// `out` (`[T][n_v_heads][d_v]`).
 ///
@@ -188,7 +188,7 @@ fn for_each_head(
 
 /// `x / √(Σx² + eps)` for every `d`-wide head of `x`, in place, computed as llama.cpp's
 /// `build_gdn_l2_norm` does: an RMS norm with eps/d (f32 squares summed in f64), then a
-/// scale by 1/√d. Groups of heads run in parallel on the current pool.
+/// scale by 1/√d. Groups of heads run in parallel on `pool`.
 pub fn l2_norm_heads_in_place(pool: &Pool, x: &mut [f32], d: usize, eps: f32) {
     let n = d as f32;
     let inv_sqrt_n = 1.0 / n.sqrt();

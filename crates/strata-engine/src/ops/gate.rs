@@ -25,7 +25,7 @@ pub fn softplus(x: f32) -> f32 {
 }
 
 /// `x[i] *= silu(z[i])`: the output gate of a Gated DeltaNet mixer (llama.cpp's
-/// `ggml_mul(norm, ggml_silu(z))`), in chunks on the current pool. `z.len() == x.len()`.
+/// `ggml_mul(norm, ggml_silu(z))`), in chunks on `pool`. `z.len() == x.len()`.
 pub fn mul_silu_in_place(pool: &crate::pool::Pool, x: &mut [f32], z: &[f32]) {
     debug_assert_eq!(x.len(), z.len());
     super::par_chunks(pool, x, 1, |r, x| {
@@ -35,7 +35,7 @@ pub fn mul_silu_in_place(pool: &crate::pool::Pool, x: &mut [f32], z: &[f32]) {
     });
 }
 
-/// SiLU of every element in place, in chunks on the current pool.
+/// SiLU of every element in place, in chunks on `pool`.
 pub fn silu_in_place(pool: &crate::pool::Pool, x: &mut [f32]) {
     super::par_chunks(pool, x, 1, |_, x| x.iter_mut().for_each(|v| *v = silu(*v)));
 }

@@ -1,5 +1,6 @@
-//! CPU ops of the model graphs: each works on f32 activations laid out `[T][dim]`
-//! (T = tokens in the batch, row-major), and none allocates per call in the decode path.
+//! The CPU kernels behind [`crate::backend::Cpu`]: each works on f32 activations laid out
+//! `[T][dim]` (T = tokens in the batch, row-major) on the worker pool it is given, and none
+//! allocates per call in the decode path.
 
 pub mod activation;
 pub mod attention;

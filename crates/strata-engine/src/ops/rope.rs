@@ -42,7 +42,7 @@ impl Rope {
 
     /// Rotates every token row of `x` (`[T][row]`, each row `n_heads × head_dim`) by its own
     /// angles: row `t` by `cos_sin[t·n_rot..(t + 1)·n_rot]` (as [`Rope::angles`] fills them).
-    /// Groups of rows run in parallel on the current pool.
+    /// Groups of rows run in parallel on `pool`.
     pub fn apply_rows(
         &self,
         pool: &Pool,
