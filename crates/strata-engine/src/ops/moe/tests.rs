@@ -156,19 +156,24 @@ fn grouped_experts_equal_one_matmul_per_expert_bit_for_bit_on_any_pool() {
     }
 }
 
-#[test]
-fn an_expert_placed_on_a_missing_device_is_an_error_naming_the_layer() {
+/// F32 experts of `n_expert` × (`d` → `n_ff` → `d`) for `layer`, every expert used.
+fn f32_experts(layer: usize, n_expert: usize, d: usize, n_ff: usize) -> MoeWeights {
     use strata_gguf::GgmlType::F32;
-    let (n_expert, d, n_ff) = (4, 32, 64);
-    let w = MoeWeights {
-        layer: 5,
+    MoeWeights {
+        layer,
         router: leak_quantized(F32, n_expert, d, 1),
         gate: ExpertTensor::new(leak_quantized(F32, n_expert * n_ff, d, 2), n_expert),
         up: ExpertTensor::new(leak_quantized(F32, n_expert * n_ff, d, 3), n_expert),
         down: ExpertTensor::new(leak_quantized(F32, n_expert * d, n_ff, 4), n_expert),
         n_used: n_expert,
         norm_topk: false,
-    };
+    }
+}
+
+#[test]
+fn an_expert_placed_on_a_missing_device_is_an_error_naming_the_layer() {
+    let d = 32;
+    let w = f32_experts(5, 4, d, 64);
     let mut place = Placement::cpu_only();
     place.set(5, 2, Unit::Device(0));
     let mut xa = Activations::default();
@@ -194,17 +199,8 @@ fn an_expert_placed_on_a_missing_device_is_an_error_naming_the_layer() {
 
 #[test]
 fn expert_rows_address_each_experts_three_matrices() {
-    use strata_gguf::GgmlType::F32;
-    let (n_expert, d, n_ff) = (3, 8, 16);
-    let w = MoeWeights {
-        layer: 0,
-        router: leak_quantized(F32, n_expert, d, 1),
-        gate: ExpertTensor::new(leak_quantized(F32, n_expert * n_ff, d, 2), n_expert),
-        up: ExpertTensor::new(leak_quantized(F32, n_expert * n_ff, d, 3), n_expert),
-        down: ExpertTensor::new(leak_quantized(F32, n_expert * d, n_ff, 4), n_expert),
-        n_used: 1,
-        norm_topk: false,
-    };
+    let (d, n_ff) = (8, 16);
+    let w = f32_experts(0, 3, d, n_ff);
     let e = w.expert_rows(2);
     assert_eq!(w.gate.rows_of(2), 32..48);
     assert_eq!(e.gate.data, &w.gate.all.data[32 * d * 4..48 * d * 4]);
