@@ -17,9 +17,10 @@ use crate::error::EngineError;
 use crate::kv_cache::KvType;
 use crate::pool;
 use crate::residency;
+use crate::session::SeqRun;
 use crate::session::Session;
 use crate::tokenizer::Tokenizer;
-use crate::workspace::{SeqRun, Workspace};
+use crate::workspace::Workspace;
 
 /// Default tokens per forward run (llama.cpp's default `n_ubatch`); see [`Model::set_ubatch`].
 pub const UBATCH: usize = 512;

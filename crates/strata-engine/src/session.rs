@@ -7,10 +7,13 @@
 //! recurrent state summarises all its tokens, so the session keeps copies of it taken as it
 //! goes ([`RECURRENT_CHECKPOINTS`]) and truncating restores the latest one at or below the cut.
 
+use std::ops::Range;
+
 use crate::config::ModelConfig;
 use crate::error::EngineError;
+use crate::kv_cache::LayerKv;
 use crate::kv_cache::{KvCache, KvType, KV_PAGE};
-use crate::recurrent_state::RecurrentState;
+use crate::recurrent_state::{DeltaState, RecurrentState};
 
 /// Recurrent-state copies a session keeps for [`Session::truncate`] (the newest ones).
 pub const RECURRENT_CHECKPOINTS: usize = 8;
@@ -224,5 +227,31 @@ impl Session {
         } else {
             self.checkpoints.push((self.pos, r.clone()));
         }
+    }
+}
+
+/// One sequence's share of a run: its state, and the rows of the run that are its tokens.
+pub struct SeqRun<'a> {
+    /// The sequence's attention caches, one per attention layer in order.
+    pub kv: &'a mut [LayerKv],
+    /// Its recurrent state, for models that have recurrent layers.
+    pub rec: Option<&'a mut RecurrentState>,
+    /// Position of the first row.
+    pub pos0: usize,
+    /// The rows of the run's activations (`[T][…]`) that hold its tokens, in order.
+    pub rows: Range<usize>,
+}
+
+impl SeqRun<'_> {
+    /// The sequence's state of recurrent layer `layer`.
+    ///
+    /// Panics if the sequence has no recurrent state: sessions of a model with recurrent
+    /// layers always have it ([`RecurrentState::new`]).
+    pub fn delta_state(&mut self, layer: usize) -> &mut DeltaState {
+        let rec = self
+            .rec
+            .as_mut()
+            .expect("sessions of a model with recurrent layers have recurrent state");
+        &mut rec.layers[layer]
     }
 }

@@ -4,12 +4,8 @@
 //! row count (the micro-batch, `--ubatch`), not by the prompt length. The buffers are the
 //! backend's ([`Memory`]): host vectors for the CPU, device memory for a GPU.
 
-use std::ops::Range;
-
 use crate::arch::qwen3next::HybridScratch;
 use crate::backend::Memory;
-use crate::kv_cache::LayerKv;
-use crate::recurrent_state::{DeltaState, RecurrentState};
 
 /// Activation buffers of a run of `T` rows (the tokens of one or several sequences). Every op
 /// sizes its outputs, so buffers need no preparation.
@@ -42,30 +38,4 @@ pub struct Workspace<M: Memory> {
     pub moe: M::MoeScratch,
     /// Buffers of the Gated DeltaNet and gated attention layers (Qwen3-Next).
     pub hybrid: HybridScratch<M>,
-}
-
-/// One sequence's share of a run: its state, and the rows of the run that are its tokens.
-pub struct SeqRun<'a> {
-    /// The sequence's attention caches, one per attention layer in order.
-    pub kv: &'a mut [LayerKv],
-    /// Its recurrent state, for models that have recurrent layers.
-    pub rec: Option<&'a mut RecurrentState>,
-    /// Position of the first row.
-    pub pos0: usize,
-    /// The rows of the run's activations (`[T][…]`) that hold its tokens, in order.
-    pub rows: Range<usize>,
-}
-
-impl SeqRun<'_> {
-    /// The sequence's state of recurrent layer `layer`.
-    ///
-    /// Panics if the sequence has no recurrent state: sessions of a model with recurrent
-    /// layers always have it ([`RecurrentState::new`]).
-    pub fn delta_state(&mut self, layer: usize) -> &mut DeltaState {
-        let rec = self
-            .rec
-            .as_mut()
-            .expect("sessions of a model with recurrent layers have recurrent state");
-        &mut rec.layers[layer]
-    }
 }

@@ -24,7 +24,7 @@ use strata_engine::ops::linear::Matrix;
 use strata_engine::ops::moe::{ExpertTensor, MoeWeights};
 use strata_engine::ops::rope::{Rope, RopeStyle};
 use strata_engine::recurrent_state::{DeltaState, RecurrentState};
-use strata_engine::workspace::SeqRun;
+use strata_engine::session::SeqRun;
 use strata_gguf::GgmlType;
 use strata_quant::Isa;
 

@@ -19,7 +19,8 @@ use crate::backend::{Cpu, HostMem};
 use crate::config::ModelConfig;
 use crate::error::EngineError;
 use crate::ops::linear::Matrix;
-use crate::workspace::{SeqRun, Workspace};
+use crate::session::SeqRun;
+use crate::workspace::Workspace;
 use source::{Recorder, TensorSource, TensorSpec};
 
 /// The architectures this engine runs, by `general.architecture`.

@@ -22,7 +22,7 @@ use crate::ops::norm::{rms_norm_rows, rms_norm_rows_in_place};
 use crate::ops::rope::Rope;
 use crate::ops::{add_in_place, par_chunks};
 use crate::pool::Pool;
-use crate::workspace::SeqRun;
+use crate::session::SeqRun;
 
 /// Host memory: activations in [`Activations`].
 #[derive(Default)]

@@ -30,7 +30,7 @@ use crate::ops::delta_net::DeltaShape;
 use crate::ops::linear::Matrix;
 use crate::ops::moe::MoeWeights;
 use crate::ops::rope::Rope;
-use crate::workspace::SeqRun;
+use crate::session::SeqRun;
 
 /// A backend's activation buffer of `[rows][cols]` f32.
 pub trait RowBuf: Default + Send {

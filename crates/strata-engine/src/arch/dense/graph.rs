@@ -11,7 +11,8 @@ use crate::config::{Arch, ModelConfig};
 use crate::error::EngineError;
 use crate::ops::attention::AttnShape;
 use crate::ops::linear::Matrix;
-use crate::workspace::{SeqRun, Workspace};
+use crate::session::SeqRun;
+use crate::workspace::Workspace;
 
 /// The workspace of backend `B`.
 pub(crate) type Ws<B> = Workspace<<B as Backend>::Mem>;

@@ -15,7 +15,8 @@ use crate::config::{moe_config, Arch, ModelConfig};
 use crate::error::EngineError;
 use crate::ops::linear::Matrix;
 use crate::ops::rope::{Rope, RopeStyle};
-use crate::workspace::{SeqRun, Workspace};
+use crate::session::SeqRun;
+use crate::workspace::Workspace;
 use weights::Weights;
 
 /// The dense decoder family (and qwen3moe, whose FFN is routed experts).

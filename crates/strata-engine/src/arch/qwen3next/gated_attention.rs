@@ -10,7 +10,7 @@ use crate::backend::Backend;
 use crate::config::ModelConfig;
 use crate::error::EngineError;
 use crate::ops::attention::AttnShape;
-use crate::workspace::SeqRun;
+use crate::session::SeqRun;
 
 /// Writes the mixer output for the T normed rows in `ws.xb` to `ws.xb2`, appending each
 /// sequence's keys and values to its cache of attention layer `i_attn`.

@@ -15,7 +15,7 @@ use crate::backend::{Backend, DeltaBufs};
 use crate::config::ModelConfig;
 use crate::error::EngineError;
 use crate::ops::delta_net::DeltaShape;
-use crate::workspace::SeqRun;
+use crate::session::SeqRun;
 
 /// Writes the mixer output for the T normed rows in `ws.xb` to `ws.xb2` (`[T][n_embd]`),
 /// advancing each sequence's convolution and delta-rule state of recurrent layer `i_rec`.

@@ -18,7 +18,7 @@ use crate::arch::dense::graph::Ws;
 use crate::backend::{Backend, Memory};
 use crate::config::ModelConfig;
 use crate::error::EngineError;
-use crate::workspace::SeqRun;
+use crate::session::SeqRun;
 
 /// Buffers of the hybrid layers, grown to the largest batch and reused.
 #[derive(Default)]

@@ -18,7 +18,8 @@ use crate::backend::{Cpu, HostMem};
 use crate::config::{moe_config, ModelConfig, SsmConfig};
 use crate::error::EngineError;
 use crate::ops::linear::Matrix;
-use crate::workspace::{SeqRun, Workspace};
+use crate::session::SeqRun;
+use crate::workspace::Workspace;
 pub use graph::HybridScratch;
 use weights::HybridWeights;
 
