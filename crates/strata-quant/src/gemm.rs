@@ -6,6 +6,9 @@
 //! token. The x86-64 SIMD paths run register-blocked tiles (`tile.rs`: up to 4 rows × 4 tokens)
 //! of the formats with a SIMD `vec_dot` kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K,
 //! Q6_K and IQ4_XS; the other formats, the NEON path and the scalar path loop over `vec_dot`.
+//! A small batch (2 to 8 tokens: several sequences decoding together, a speculative verify
+//! window) runs row by row instead, each weight block decoded once for every token of the batch
+//! and the activations prepared once for all rows (`tile::few`).
 //!
 //! One token (decode) is a loop of `vec_dot` over the rows. On x86-64 it reads two streams (the
 //! rows of the two halves alternate) and asks the memory system for the bytes 2 KiB ahead while

@@ -135,7 +135,7 @@ fn check(
 }
 
 /// (rows, tokens, blocks per row, output stride): odd and tile-sized shapes.
-const SHAPES: [(usize, usize, usize, usize); 9] = [
+const SHAPES: [(usize, usize, usize, usize); 12] = [
     (1, 1, 1, 1),
     // Decode (one token): the prefetching row loop, prefetches running past the last row.
     (37, 1, 16, 37),
@@ -146,6 +146,11 @@ const SHAPES: [(usize, usize, usize, usize); 9] = [
     (3, 9, 5, 3),
     (8, 8, 4, 11),
     (13, 5, 16, 13),
+    // Small batches (several sequences decoding together): 2 and 3 tokens; 12 tokens take
+    // the tiles again.
+    (6, 2, 3, 6),
+    (7, 3, 5, 9),
+    (20, 12, 4, 21),
 ];
 
 #[test]

@@ -9,7 +9,7 @@
 
 use std::array;
 use std::cell::RefCell;
-use std::mem::{align_of, size_of};
+use std::mem::{align_of, size_of, size_of_val};
 
 use crate::block::{cast_blocks, Block};
 
@@ -130,6 +130,9 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
         stride: job.out_stride,
     };
     let (n_rows, n_tok) = (job.n_rows, job.n_tok);
+    if (2..=FEW_MAX).contains(&n_tok) && few::<K>(&mut m, n_rows, n_tok) {
+        return;
+    }
     let (rows_tiled, toks_tiled) = (n_rows / R * R, n_tok / T * T);
     let dec_bytes = R * (nb / K::STEP) * size_of::<K::Dec>();
     let cacheable =
@@ -283,4 +286,131 @@ unsafe fn tile<K: Tile, const R: usize, const T: usize>(
             out[i] = K::finish(acc, &rows[i][tail..], &toks[j][tail..]);
         }
     }
+}
+
+/// Most tokens that take the small-batch path ([`few`]): a decode step of several sequences
+/// or a speculative verify window.
+pub(crate) const FEW_MAX: usize = 8;
+
+/// Bytes of prepared activations [`few`] may keep (per thread).
+const PREP_CACHE_BYTES: usize = 64 << 10;
+
+thread_local! {
+    /// Per-thread scratch for the prepared activations of a small batch.
+    static PREP_CACHE: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A small batch (2 to [`FEW_MAX`] tokens: several sequences decoding together): every
+/// token's activations are prepared once into a per-thread scratch, then the rows stream by
+/// one at a time, each weight step decoded once into registers and applied to every token (in
+/// groups of at most 4, the decoded step staying in registers), with the bytes ahead of the row
+/// prefetched as the one-token row loop does. The weights are read and decoded once for the
+/// whole batch, where the tiles of [`run`] would decode them once per token tile. `false`
+/// (nothing written) when the prepared activations would not fit the scratch.
+///
+/// # Safety
+/// As for [`run`]; `2 <= n_tok <= FEW_MAX`.
+#[inline(always)]
+unsafe fn few<K: Tile>(m: &mut Mat<'_, K::W, K::A>, n_rows: usize, n_tok: usize) -> bool {
+    let nb = m.nb;
+    let n_steps = nb / K::STEP;
+    let prep_bytes = n_tok * n_steps * size_of::<K::Prep>();
+    if prep_bytes > PREP_CACHE_BYTES || align_of::<K::Prep>() > align_of::<Line>() {
+        return false;
+    }
+    let lines = prep_bytes.div_ceil(size_of::<Line>());
+    let prep = PREP_CACHE.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if cache.len() < lines {
+            cache.resize(lines, Line([0; 64]));
+        }
+        cache.as_mut_ptr().cast::<K::Prep>()
+    });
+    // SAFETY (of using `prep` past the borrow): as for `DEC_CACHE` in `run`.
+    // Token-major: `prep[t·n_steps + s]` is step `s` of token `t`.
+    for t in 0..n_tok {
+        let tok = &m.a[t * nb..(t + 1) * nb];
+        for s in 0..n_steps {
+            prep.add(t * n_steps + s)
+                .write(K::prep(tok.as_ptr().add(s * K::STEP)));
+        }
+    }
+    let row_bytes = nb * size_of::<K::W>();
+    // SAFETY: the blocks' own bytes (plain-data blocks, no padding), for prefetch addresses.
+    let w_bytes = std::slice::from_raw_parts(m.w.as_ptr().cast::<u8>(), size_of_val(m.w));
+    // Two streams, as the one-token row loop: rows h + i and i alternate, each prefetched
+    // ahead within its half.
+    let h = if n_rows >= 8 { n_rows / 2 } else { 0 };
+    let (wa, wb) = w_bytes.split_at(h * row_bytes);
+    for i in 0..n_rows - h {
+        for (k, (half, base)) in [(wb, h), (wa, 0)].into_iter().enumerate() {
+            if k == 1 && i >= h {
+                break;
+            }
+            prefetch_ahead(half, i * row_bytes, row_bytes);
+            let r = base + i;
+            let mut t = 0;
+            while t < n_tok {
+                // No closures: they would not inherit the caller's target features.
+                match n_tok - t {
+                    1 => few_row::<K, 1>(m, r, t, prep),
+                    2 => few_row::<K, 2>(m, r, t, prep),
+                    3 => few_row::<K, 3>(m, r, t, prep),
+                    _ => few_row::<K, 4>(m, r, t, prep),
+                }
+                t += 4;
+            }
+        }
+    }
+    true
+}
+
+/// Row `r` × tokens `t0..t0 + T` of a small batch, the tokens' prepared steps read from
+/// `prep` (as filled by [`few`]): the accumulation of [`tile`] for one row, step for step.
+///
+/// # Safety
+/// As for [`few`]; `prep` holds every step of every token of the batch.
+#[inline(always)]
+unsafe fn few_row<K: Tile, const T: usize>(
+    m: &mut Mat<'_, K::W, K::A>,
+    r: usize,
+    t0: usize,
+    prep: *const K::Prep,
+) {
+    let nb = m.nb;
+    let n_steps = nb / K::STEP;
+    let row = &m.w[r * nb..(r + 1) * nb];
+    let mut chains = [[K::zero(); T]; 2];
+    for (c, chain) in chains.iter_mut().enumerate().take(K::CHAINS) {
+        let mut acc = [K::zero(); T];
+        let mut s = c;
+        while s < n_steps {
+            // `s·STEP + STEP <= nb`: inside the row.
+            let dec = K::decode(row.as_ptr().add(s * K::STEP));
+            for (j, acc) in acc.iter_mut().enumerate() {
+                *acc = K::step(*acc, &dec, &*prep.add((t0 + j) * n_steps + s));
+            }
+            s += K::CHAINS;
+        }
+        *chain = acc;
+    }
+    let tail = n_steps * K::STEP;
+    let [c0, c1] = chains;
+    for (j, acc) in c0.into_iter().zip(c1).enumerate() {
+        let tok = &m.a[(t0 + j) * nb..(t0 + j + 1) * nb];
+        m.out[(t0 + j) * m.stride + r] = K::finish([acc.0, acc.1], &row[tail..], &tok[tail..]);
+    }
+}
+
+/// Asks for the bytes `PREFETCH_BYTES` past row `at..at + len` of `w` (a hint only; nothing
+/// off x86-64).
+#[inline(always)]
+unsafe fn prefetch_ahead(w: &[u8], at: usize, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::dot::x86::{prefetch, PREFETCH_BYTES};
+        prefetch(w, at + PREFETCH_BYTES, at + len + PREFETCH_BYTES);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (w, at, len);
 }
