@@ -42,10 +42,8 @@ pub(super) struct Scratch {
     q: Vec<f32>,
     /// Softmax state of the queries.
     pub st: Online,
-    /// Key tile transposed `[hd][K_TILE]` and row-major `[K_TILE][hd]`, value tile
-    /// `[K_TILE][hd]` (f32 of an f16 cache).
+    /// Key tile transposed `[hd][K_TILE]`, value tile `[K_TILE][hd]` (f32 of an f16 cache).
     kt: Vec<f32>,
-    krow: Vec<f32>,
     v: Vec<f32>,
     /// Scores `[n_q][K_TILE]` of the current tile.
     sc: Vec<f32>,
@@ -101,7 +99,6 @@ impl Scratch {
         self.st.reset(n_q, hd);
         self.v.resize(K_TILE * hd, 0.0);
         self.kt.resize(hd * K_TILE, 0.0);
-        self.krow.resize(K_TILE * hd, 0.0);
         self.sc.resize(HEAD_BLOCK * K_TILE, 0.0);
         // Keys visible to token t: first(t) .. pos0 + t + 1; both ends grow with t.
         let first = |t: usize| match s.window {
@@ -158,24 +155,21 @@ impl Scratch {
     }
 
     /// Converts keys of positions `range` (inside the tile at `tile0`) to f32 and transposes
-    /// them into `kt` `[hd][K_TILE]`.
+    /// them into `kt` `[hd][K_TILE]`, in one pass from the cache page.
     #[inline(always)]
     fn load_keys(&mut self, job: &Job<'_>, tile0: usize, range: Range<usize>) {
         let hd = job.s.head_dim;
         let (j0, n) = (range.start - tile0, range.len());
-        let head = job.g * hd..(job.g + 1) * hd;
-        for p in range {
-            let j = p - tile0;
-            let dst = &mut self.krow[j * hd..(j + 1) * hd];
-            match job.k {
-                KvRows::F16(k) => lanes::convert_f16(job.isa, &k.row(p)[head.clone()], dst),
-                KvRows::F32(k) => dst.copy_from_slice(&k.row(p)[head.clone()]),
+        let kt = &mut self.kt[j0..];
+        // A tile lies inside one page (`KV_PAGE` is a multiple of `K_TILE`).
+        match job.k {
+            KvRows::F16(k) => {
+                let src = &k.from(range.start)[job.g * hd..];
+                lanes::transpose(job.isa, src, job.row, kt, K_TILE, n, hd);
             }
-        }
-        for d in 0..hd {
-            let dst = &mut self.kt[d * K_TILE + j0..d * K_TILE + j0 + n];
-            for (i, x) in dst.iter_mut().enumerate() {
-                *x = self.krow[(j0 + i) * hd + d];
+            KvRows::F32(k) => {
+                let src = &k.from(range.start)[job.g * hd..];
+                lanes::transpose(job.isa, src, job.row, kt, K_TILE, n, hd);
             }
         }
     }

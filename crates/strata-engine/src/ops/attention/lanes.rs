@@ -37,7 +37,10 @@ impl Isa {
         #[cfg(target_arch = "x86_64")]
         {
             let below_avx512 = cap.is_some_and(|c| c < Q::Avx512);
-            if !below_avx512 && std::arch::is_x86_feature_detected!("avx512f") {
+            if !below_avx512
+                && std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("f16c")
+            {
                 return Isa::Avx512;
             }
             if std::arch::is_x86_feature_detected!("avx2")
@@ -76,6 +79,94 @@ pub(super) fn convert_f16(isa: Isa, src: &[f16], dst: &mut [f32]) {
         }
     }
 }
+
+/// An element of a key cache row: f32 or f16, read as f32 exactly.
+pub(super) trait Elem: Copy {
+    fn f32(self) -> f32;
+}
+
+impl Elem for f32 {
+    #[inline(always)]
+    fn f32(self) -> f32 {
+        self
+    }
+}
+
+impl Elem for f16 {
+    #[inline(always)]
+    fn f32(self) -> f32 {
+        f16_to_f32(self.to_bits())
+    }
+}
+
+/// `dst[c·dst_stride + r] = f32(src[r·src_stride + c])` for `r < rows`, `c < cols`: a block
+/// converted (exactly) and moved to its transpose, so every path gives the same bits. On
+/// x86-64 in 8 × 8 blocks with AVX + F16C, the edges one by one.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn transpose<T: Elem + TransposeSimd>(
+    isa: Isa,
+    src: &[T],
+    src_stride: usize,
+    dst: &mut [f32],
+    dst_stride: usize,
+    rows: usize,
+    cols: usize,
+) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    assert!(
+        src.len() >= (rows - 1) * src_stride + cols,
+        "transpose source too short"
+    );
+    assert!(
+        dst.len() >= (cols - 1) * dst_stride + rows,
+        "transpose target too short"
+    );
+    #[cfg(target_arch = "x86_64")]
+    let (r8, c8) = if isa == Isa::Scalar {
+        (0, 0)
+    } else {
+        let (r8, c8) = (rows / 8 * 8, cols / 8 * 8);
+        for r in (0..r8).step_by(8) {
+            for c in (0..c8).step_by(8) {
+                // SAFETY: AVX and F16C are part of both x86 paths (`Isa::detect`); the block
+                // lies inside both slices by the asserts above.
+                unsafe {
+                    super::x86::avx::transpose8(
+                        &src[r * src_stride + c..],
+                        src_stride,
+                        &mut dst[c * dst_stride + r..],
+                        dst_stride,
+                    )
+                };
+            }
+        }
+        (r8, c8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let (r8, c8) = {
+        let _ = isa;
+        (0, 0)
+    };
+    for r in 0..rows {
+        let c_from = if r < r8 { c8 } else { 0 };
+        for c in c_from..cols {
+            dst[c * dst_stride + r] = src[r * src_stride + c].f32();
+        }
+    }
+}
+
+/// The element types [`transpose`] has an x86-64 block kernel for.
+#[cfg(target_arch = "x86_64")]
+pub(super) use super::x86::avx::Load8 as TransposeSimd;
+/// The element types [`transpose`] takes (no block kernel off x86-64).
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) trait TransposeSimd {}
+#[cfg(not(target_arch = "x86_64"))]
+impl TransposeSimd for f32 {}
+#[cfg(not(target_arch = "x86_64"))]
+impl TransposeSimd for f16 {}
 
 /// Appends `src` rounded to the nearest f16 (ties to even) to `dst`, as f32: the query of an
 /// f16 cache, as ggml converts it before `mul_mat`.

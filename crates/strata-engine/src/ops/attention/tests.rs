@@ -417,3 +417,29 @@ fn query_output_is_independent_of_its_batch() {
         }
     }
 }
+
+#[test]
+fn transpose_moves_every_element_on_every_path() {
+    for (rows, cols) in [(1, 1), (8, 8), (13, 64), (64, 80), (7, 9), (64, 128)] {
+        let (ss, ds) = (cols + 3, 130);
+        let src: Vec<f32> = (0..rows * ss).map(|i| i as f32 * 0.5 - 7.0).collect();
+        for isa in [Isa::Scalar, Isa::detect()] {
+            let mut dst = vec![f32::NAN; cols * ds];
+            lanes::transpose(isa, &src, ss, &mut dst, ds, rows, cols);
+            for r in 0..rows {
+                for c in 0..cols {
+                    assert_eq!(
+                        dst[c * ds + r].to_bits(),
+                        src[r * ss + c].to_bits(),
+                        "{isa:?} {rows}×{cols} at ({r}, {c})"
+                    );
+                }
+            }
+            // Nothing outside the block is written.
+            assert!(
+                dst[..ds].iter().skip(rows).all(|x| x.is_nan()),
+                "{isa:?} wrote past a row"
+            );
+        }
+    }
+}

@@ -222,3 +222,75 @@ pub(super) mod avx2 {
         }
     }
 }
+
+pub(super) mod avx {
+    use std::arch::x86_64::*;
+
+    /// An element type whose 8 consecutive values load as 8 f32 lanes, exactly.
+    pub(in crate::ops::attention) trait Load8: Copy {
+        /// Safety: AVX and F16C present; `p` points at 8 readable elements.
+        unsafe fn load8(p: *const Self) -> __m256;
+    }
+
+    impl Load8 for f32 {
+        #[inline(always)]
+        unsafe fn load8(p: *const f32) -> __m256 {
+            _mm256_loadu_ps(p)
+        }
+    }
+
+    impl Load8 for half::f16 {
+        #[inline(always)]
+        unsafe fn load8(p: *const half::f16) -> __m256 {
+            _mm256_cvtph_ps(_mm_loadu_si128(p.cast()))
+        }
+    }
+
+    /// `dst[c·dst_stride + r] = f32(src[r·src_stride + c])` for `r, c < 8`: an 8 × 8 block
+    /// converted (exactly) and moved to its transpose. Safety: AVX and F16C present; `src`
+    /// holds 8 rows of 8 at its stride, `dst` 8 rows of 8 at its.
+    #[inline]
+    #[target_feature(enable = "avx,f16c")]
+    pub(in crate::ops::attention) unsafe fn transpose8<T: Load8>(
+        src: &[T],
+        src_stride: usize,
+        dst: &mut [f32],
+        dst_stride: usize,
+    ) {
+        assert!(src.len() >= 7 * src_stride + 8 && dst.len() >= 7 * dst_stride + 8);
+        let r: [__m256; 8] = std::array::from_fn(|i| T::load8(src.as_ptr().add(i * src_stride)));
+        let t = [
+            _mm256_unpacklo_ps(r[0], r[1]),
+            _mm256_unpackhi_ps(r[0], r[1]),
+            _mm256_unpacklo_ps(r[2], r[3]),
+            _mm256_unpackhi_ps(r[2], r[3]),
+            _mm256_unpacklo_ps(r[4], r[5]),
+            _mm256_unpackhi_ps(r[4], r[5]),
+            _mm256_unpacklo_ps(r[6], r[7]),
+            _mm256_unpackhi_ps(r[6], r[7]),
+        ];
+        let u = [
+            _mm256_shuffle_ps::<0x44>(t[0], t[2]),
+            _mm256_shuffle_ps::<0xEE>(t[0], t[2]),
+            _mm256_shuffle_ps::<0x44>(t[1], t[3]),
+            _mm256_shuffle_ps::<0xEE>(t[1], t[3]),
+            _mm256_shuffle_ps::<0x44>(t[4], t[6]),
+            _mm256_shuffle_ps::<0xEE>(t[4], t[6]),
+            _mm256_shuffle_ps::<0x44>(t[5], t[7]),
+            _mm256_shuffle_ps::<0xEE>(t[5], t[7]),
+        ];
+        let o = [
+            _mm256_permute2f128_ps::<0x20>(u[0], u[4]),
+            _mm256_permute2f128_ps::<0x20>(u[1], u[5]),
+            _mm256_permute2f128_ps::<0x20>(u[2], u[6]),
+            _mm256_permute2f128_ps::<0x20>(u[3], u[7]),
+            _mm256_permute2f128_ps::<0x31>(u[0], u[4]),
+            _mm256_permute2f128_ps::<0x31>(u[1], u[5]),
+            _mm256_permute2f128_ps::<0x31>(u[2], u[6]),
+            _mm256_permute2f128_ps::<0x31>(u[3], u[7]),
+        ];
+        for (i, o) in o.into_iter().enumerate() {
+            _mm256_storeu_ps(dst.as_mut_ptr().add(i * dst_stride), o);
+        }
+    }
+}
