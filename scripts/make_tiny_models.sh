@@ -25,10 +25,18 @@ fi
 export STRATA_LLAMA_CPP_SRC="$src/vendor/llama.cpp"
 # llama.cpp (llama-cpp-python 0.3.36, with its source tree for convert_hf_to_gguf.py) comes from
 # the host Python, which also quantizes when llama-quantize is not on PATH.
-# A fresh machine builds it from source (~7 min on 2 cores).
-if ! "$host_python" -c 'import llama_cpp' 2>/dev/null; then
+# A fresh machine builds it from source (~7 min on 2 cores), for this CPU but without ggml's AMX
+# kernels: on a VM that lists AMX but does not grant the tile state, `ldtilecfg` faults and
+# every llama.cpp reference test dies with SIGSEGV (seen on a Sapphire Rapids VM). A build made
+# before that rule (no stamp) is rebuilt; `--no-cache-dir` keeps pip from reusing its wheel.
+# (GCC: an explicit -mno-amx-* wins over what -march=native turns on.)
+stamp="$("$host_python" -c 'import llama_cpp, os; print(os.path.dirname(llama_cpp.__file__))' 2>/dev/null)/.strata-no-amx" || true
+if ! "$host_python" -c 'import llama_cpp' 2>/dev/null || [ ! -e "$stamp" ]; then
+  "$host_python" -m pip uninstall -q -y llama-cpp-python 2>/dev/null || true
+  no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
   CMAKE_BUILD_PARALLEL_LEVEL=2 \
-  CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_CURL=OFF" \
-    "$host_python" -m pip install -q llama-cpp-python==0.3.36
+  CMAKE_ARGS="-DGGML_NATIVE=ON -DCMAKE_C_FLAGS='$no_amx' -DCMAKE_CXX_FLAGS='$no_amx' -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_CURL=OFF" \
+    "$host_python" -m pip install -q --no-cache-dir llama-cpp-python==0.3.36
+  "$host_python" -c 'import llama_cpp, os; open(os.path.join(os.path.dirname(llama_cpp.__file__), ".strata-no-amx"), "w").close()'
 fi
 exec "$venv/bin/python" scripts/make_tiny_models.py --quant-python "$host_python" "$@"
