@@ -9,8 +9,14 @@ use strata_gguf::Metadata;
 use crate::error::EngineError;
 use crate::ops::rope::{Rope, RopeStyle};
 
+mod hyper;
+mod ple;
+mod qsa;
 mod ssm;
 
+pub use hyper::HyperConfig;
+pub use ple::{PleConfig, PLE_ROW_PADDING};
+pub use qsa::QsaConfig;
 pub use ssm::SsmConfig;
 
 /// Architectures whose graphs this engine implements (`general.architecture`).
@@ -29,6 +35,9 @@ pub enum Arch {
     /// Qwen3-Next: Gated DeltaNet layers and gated full-attention layers, routed experts
     /// plus a gated shared expert in every layer.
     Qwen3Next,
+    /// Qwen3.8-Flash-Next: Qwen3-Next's layers with hyper-connection residual streams, QSA
+    /// sparse attention and per-layer n-gram hash embeddings (PLE).
+    Qwen4Exp,
 }
 
 impl Arch {
@@ -41,6 +50,7 @@ impl Arch {
             "gemma3" => Ok(Arch::Gemma3),
             "qwen3moe" => Ok(Arch::Qwen3Moe),
             "qwen3next" => Ok(Arch::Qwen3Next),
+            "qwen4exp" => Ok(Arch::Qwen4Exp),
             other => Err(EngineError::UnsupportedArch(
                 other.to_string(),
                 crate::arch::supported().join(", "),
@@ -57,6 +67,7 @@ impl Arch {
             Arch::Gemma3 => "gemma3",
             Arch::Qwen3Moe => "qwen3moe",
             Arch::Qwen3Next => "qwen3next",
+            Arch::Qwen4Exp => "qwen4exp",
         }
     }
 }
@@ -114,6 +125,13 @@ pub struct ModelConfig {
     pub moe: Option<MoeConfig>,
     /// Gated DeltaNet shapes and the layer pattern, for hybrid architectures (Qwen3-Next).
     pub ssm: Option<SsmConfig>,
+    /// Hyper-connection residual streams (qwen4exp): the residual row is
+    /// `n_streams · n_embd` wide.
+    pub hyper: Option<HyperConfig>,
+    /// QSA sparse attention (qwen4exp files with an indexer).
+    pub qsa: Option<QsaConfig>,
+    /// Per-layer n-gram hash embeddings (qwen4exp files with PLE).
+    pub ple: Option<PleConfig>,
 }
 
 impl ModelConfig {
@@ -197,6 +215,9 @@ impl ModelConfig {
             final_logit_softcap: None,
             moe: None,
             ssm: None,
+            hyper: None,
+            qsa: None,
+            ple: None,
         };
         crate::arch::find(a)?.configure(meta, &mut cfg)?;
         Ok(cfg)
@@ -209,6 +230,23 @@ impl ModelConfig {
     /// True if layer `il` is a recurrent (Gated DeltaNet) layer rather than attention.
     pub fn is_recurrent(&self, il: usize) -> bool {
         self.ssm.as_ref().is_some_and(|s| s.recurrent[il])
+    }
+
+    /// Width of a residual row: `n_embd`, times the stream count with hyper-connections.
+    pub fn residual_width(&self) -> usize {
+        self.n_embd * self.hyper.map_or(1, |h| h.n_streams)
+    }
+
+    /// Per attention layer, in order: elements of the indexer key cached per position (the
+    /// indexer head width on QSA layers, 0 on dense ones).
+    pub fn index_key_widths(&self) -> Vec<usize> {
+        (0..self.n_layer)
+            .filter(|il| !self.is_recurrent(*il))
+            .map(|il| match &self.qsa {
+                Some(q) if q.is_sparse(il) => q.head_dim,
+                _ => 0,
+            })
+            .collect()
     }
 
     /// Layers that keep keys and values: all of them, less the recurrent ones.

@@ -195,6 +195,7 @@ fn cases<B: Backend>(be: &B) -> Vec<(String, Vec<f32>)> {
             n_k_heads: nk,
             d_k: dk,
             d_v: dv,
+            key_heads: Default::default(),
         };
         let mut q = buf(be, &rng.vec(t * nk * dk, 1.0), nk * dk);
         let mut k = buf(be, &rng.vec(t * nk * dk, 1.0), nk * dk);
@@ -210,6 +211,7 @@ fn cases<B: Backend>(be: &B) -> Vec<(String, Vec<f32>)> {
                 conv: Vec::new(),
                 ssm: rng.vec(nv * dv * dk, 0.1),
             }],
+            ple: None,
         };
         let mut o = Buf::<B>::default();
         let x = DeltaBufs {
@@ -234,6 +236,7 @@ fn cases<B: Backend>(be: &B) -> Vec<(String, Vec<f32>)> {
                 conv: rng.vec((kk - 1) * c, 1.0),
                 ssm: Vec::new(),
             }],
+            ple: None,
         };
         let x = buf(be, &rng.vec(t * c, 1.0), c);
         let mut o = Buf::<B>::default();
