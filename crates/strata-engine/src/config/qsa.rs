@@ -71,7 +71,7 @@ impl QsaConfig {
                 let reason = format!("layer {il} has a ratio but no attention");
                 return Err(bad("compress_ratios", reason));
             }
-            if r > 0 && (budget == 0 || budget % r != 0) {
+            if r > 0 && (budget == 0 || !budget.is_multiple_of(r)) {
                 let reason =
                     format!("budget {budget} is not a positive multiple of layer {il}'s ratio {r}");
                 return Err(bad("indexer.top_k", reason));

@@ -148,8 +148,8 @@ mod tests {
         for t in 0..t_n {
             let xt = &x[t * c_n..(t + 1) * c_n];
             dilated_causal_conv1d(crate::pool::global(), xt, &w, k, dil, &mut state, &mut out);
-            for c in 0..c_n {
-                assert!((out[c] - formula(t, c)).abs() < 1e-6, "t{t} c{c}");
+            for (c, o) in out.iter().enumerate() {
+                assert!((o - formula(t, c)).abs() < 1e-6, "t{t} c{c}");
             }
         }
         let mut s2 = vec![0.0; (k - 1) * dil * c_n];

@@ -226,13 +226,7 @@ fn attend_positions(q: &[f32], kv: &LayerKv, s: &AttnShape, sc: &mut Scratch, ou
 
 /// The `hd` cached elements of position `p` from `at` on, as f32 (converted into `buf` from
 /// an f16 cache).
-fn row_f32<'a>(
-    rows: KvRows<'a>,
-    p: usize,
-    at: usize,
-    hd: usize,
-    buf: &'a mut Vec<f32>,
-) -> &'a [f32] {
+fn row_f32<'a>(rows: KvRows<'a>, p: usize, at: usize, hd: usize, buf: &'a mut [f32]) -> &'a [f32] {
     match rows {
         KvRows::F32(pg) => &pg.row(p)[at..at + hd],
         KvRows::F16(pg) => {

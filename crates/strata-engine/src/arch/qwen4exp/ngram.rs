@@ -20,10 +20,9 @@ pub(super) fn hashed_rows(p: &PleConfig, st: &mut PleState, tokens: &[u32], rows
         c[0] = u64::from(tok);
         // Newest first: the window's last entry is t_{p-1}.
         let mut cut = false;
-        for s in 1..n {
-            let prev = st.tokens[n - 1 - s];
+        for (cs, &prev) in c[1..].iter_mut().zip(st.tokens.iter().rev()) {
             cut |= prev == p.eos;
-            c[s] = if cut { p.eos } else { prev };
+            *cs = if cut { p.eos } else { prev };
         }
         let mut mixed = 0u64;
         for k in 2..=n {
@@ -63,8 +62,8 @@ mod tests {
 
     /// The rows of one token given its window `c`, straight from the formula.
     fn rows_of(p: &PleConfig, c: [u64; 3]) -> Vec<u32> {
-        let h2 = c[0] * 3 ^ c[1] * 5;
-        let h3 = h2 ^ c[2] * 7;
+        let h2 = (c[0] * 3) ^ (c[1] * 5);
+        let h3 = h2 ^ (c[2] * 7);
         let mut out = Vec::new();
         for (i, hash) in [h2, h2, h3, h3].into_iter().enumerate() {
             out.push((hash % p.vocab_sizes[i] + p.offsets[i]) as u32);
