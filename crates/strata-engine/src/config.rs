@@ -80,7 +80,7 @@ pub struct MoeConfig {
     /// Experts each token uses (`{arch}.expert_used_count`).
     pub n_expert_used: usize,
     /// Hidden width of one expert (`{arch}.expert_feed_forward_length`; llama.cpp's fallback
-    /// is `n_ff / n_expert_used`).
+    /// is `n_ff / n_expert_used`; never 0).
     pub n_ff_exp: usize,
     /// Renormalise the top-k weights to sum 1 (`{arch}.expert_weights_norm`; llama.cpp's
     /// qwen3moe graph always does, whatever the file says).
@@ -101,7 +101,8 @@ pub struct ModelConfig {
     pub n_head_kv: usize,
     /// Key/query head width (`attention.key_length`, default n_embd / n_head).
     pub head_dim: usize,
-    /// Hidden width of the feed-forward block.
+    /// Hidden width of the feed-forward block (`feed_forward_length`; 0 when the file has
+    /// none, which only architectures without a dense FFN accept).
     pub n_ff: usize,
     pub n_vocab: usize,
     /// Training context (`context_length`): the default session size.
@@ -154,7 +155,11 @@ impl ModelConfig {
         let n_head_kv = meta
             .opt_u64(&key("attention.head_count_kv"))?
             .map_or(n_head, |v| v as usize);
-        let n_ff = usize_of("feed_forward_length")?;
+        // Absent from qwen4exp files (every FFN is routed experts + a shared expert, with
+        // their own width keys); the architectures that need it require it (`configure`).
+        let n_ff = meta
+            .opt_u64(&key("feed_forward_length"))?
+            .map_or(0, |v| v as usize);
         if n_layer == 0 || n_embd == 0 || n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 {
             return Err(EngineError::BadMetadata {
                 key: key("attention.head_count"),
@@ -222,6 +227,15 @@ impl ModelConfig {
         crate::arch::find(a)?.configure(meta, &mut cfg)?;
         Ok(cfg)
     }
+    /// Fails with the missing-key error of `{arch}.feed_forward_length` when the file has no
+    /// dense FFN width: for the architectures that need one.
+    pub(crate) fn require_n_ff(&self, meta: &Metadata) -> Result<(), EngineError> {
+        if self.n_ff == 0 {
+            meta.u64(&format!("{}.feed_forward_length", self.arch.name()))?;
+        }
+        Ok(())
+    }
+
     /// Elements of one position's K (or V) row: `n_head_kv · head_dim`.
     pub fn kv_row(&self) -> usize {
         self.n_head_kv * self.head_dim
@@ -270,6 +284,12 @@ pub(crate) fn moe_config(meta: &Metadata, a: &str, n_ff: usize) -> Result<MoeCon
     let n_ff_exp = meta
         .opt_u64(&format!("{a}.expert_feed_forward_length"))?
         .map_or(n_ff / n_expert_used, |v| v as usize);
+    if n_ff_exp == 0 {
+        return Err(EngineError::BadMetadata {
+            key: format!("{a}.expert_feed_forward_length"),
+            reason: "missing (and no feed_forward_length to derive it from)".into(),
+        });
+    }
     // llama.cpp's qwen3moe graph passes norm_w = true unconditionally.
     let norm_topk = meta
         .opt_bool(&format!("{a}.expert_weights_norm"))?

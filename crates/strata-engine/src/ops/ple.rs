@@ -33,7 +33,9 @@ pub fn ple_gate(
             for (s, os) in o.chunks_exact_mut(d).enumerate() {
                 let span = at + s * d..at + (s + 1) * d;
                 let score = dot(&key[span.clone()], &qry[span]) * inv_sqrt_d;
-                let gate = sigmoid(score.signum() * score.abs().max(MIN_SCORE).sqrt());
+                // sign(0) = 0, as torch.sign: a zero score gates at exactly ½.
+                let sign = if score == 0.0 { 0.0 } else { score.signum() };
+                let gate = sigmoid(sign * score.abs().max(MIN_SCORE).sqrt());
                 for (oi, vi) in os.iter_mut().zip(v) {
                     *oi = gate * vi;
                 }

@@ -66,6 +66,15 @@ pub struct BlockKeyWeights<'a> {
     pub rope: &'a Rope,
 }
 
+/// Block keys `[n_blocks][di]` and the buffers that make them.
+#[derive(Default)]
+pub struct BlockKeys {
+    pub keys: Vec<f32>,
+    /// RoPE angles `[n_rot]` and one pooled key `[di]`.
+    cs: Vec<f32>,
+    mean: Vec<f32>,
+}
+
 /// Per-thread buffers of the sparse queries.
 #[derive(Default)]
 struct Scratch {
@@ -82,7 +91,7 @@ struct Scratch {
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
     /// Block keys `[n_blocks][di]` of the sequence being attended (calling thread).
-    static BLOCK_KEYS: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    static BLOCK_KEYS: RefCell<BlockKeys> = RefCell::new(BlockKeys::default());
 }
 
 /// Attention of `T = q.len() / (n_head·head_dim)` queries at positions `pos0 .. pos0+T`
@@ -116,9 +125,9 @@ pub fn qsa_attention(
     let raw = kv.index_keys().expect("a QSA layer caches indexer keys");
     let n_blocks = (pos0 + t_n) / qsa.ratio;
     BLOCK_KEYS.with(|cell| {
-        let (keys, cs) = &mut *cell.borrow_mut();
-        block_keys(|p| raw.row(p), n_blocks, qsa, bk, cs, keys);
-        let keys = &keys[..];
+        let bks = &mut *cell.borrow_mut();
+        block_keys(|p| raw.row(p), n_blocks, qsa, bk, bks);
+        let keys = &bks.keys[..];
         let iw = qsa.n_head * qsa.head_dim;
         let sparse = &mut out[n_dense * width..];
         par_chunks(pool, sparse, width, |r, o| {
@@ -136,37 +145,38 @@ pub fn qsa_attention(
     });
 }
 
-/// Fills `out` with the keys `[n_blocks][di]` of the first `n_blocks` complete blocks:
+/// Fills `out.keys` with the keys `[n_blocks][di]` of the first `n_blocks` complete blocks:
 /// the mean of the block's raw keys (added in order, then scaled), RMS-normed times
-/// `k_norm`, rotated at the block's first position. `cs`: scratch for the angles.
+/// `k_norm`, rotated at the block's first position.
 pub fn block_keys<'a>(
     raw: impl Fn(usize) -> &'a [f32],
     n_blocks: usize,
     qsa: &QsaShape,
     bk: BlockKeyWeights<'_>,
-    cs: &mut Vec<f32>,
-    out: &mut Vec<f32>,
+    out: &mut BlockKeys,
 ) {
     let (r, di) = (qsa.ratio, qsa.head_dim);
-    out.clear();
-    out.resize(n_blocks * di, 0.0);
+    let BlockKeys { keys, cs, mean } = out;
+    keys.clear();
+    keys.resize(n_blocks * di, 0.0);
     cs.resize(bk.rope.n_rot, 0.0);
-    let mut mean = vec![0.0f32; di];
+    mean.resize(di, 0.0);
     let inv = 1.0 / r as f32;
-    for (b, key) in out.chunks_exact_mut(di).enumerate() {
+    for (b, key) in keys.chunks_exact_mut(di).enumerate() {
         mean.fill(0.0);
         for t in b * r..(b + 1) * r {
             mean.iter_mut().zip(raw(t)).for_each(|(m, k)| *m += k);
         }
         mean.iter_mut().for_each(|m| *m *= inv);
-        rms_norm(&mean, bk.k_norm, qsa.eps, key);
+        rms_norm(mean, bk.k_norm, qsa.eps, key);
         bk.rope.angles(b * r, cs);
         bk.rope.apply(key, di, cs);
     }
 }
 
 /// The positions the query at `p` keeps, ascending, into `sc.positions`: the best
-/// `budget / r` complete blocks by indexer score (ties keep the earlier block), then the tail.
+/// `budget / r` complete blocks by indexer score (ties broken as `torch.topk` breaks them,
+/// [`topk`]), then the tail.
 fn kept_positions(iq: &[f32], keys: &[f32], p: usize, qsa: &QsaShape, sc: &mut Scratch) {
     let (r, di) = (qsa.ratio, qsa.head_dim);
     let nb = (p + 1) / r;
@@ -181,11 +191,8 @@ fn kept_positions(iq: &[f32], keys: &[f32], p: usize, qsa: &QsaShape, sc: &mut S
         sc.ranked.push((s, b));
     }
     let keep = qsa.max_blocks().min(nb);
-    let order = |a: &(f32, usize), b: &(f32, usize)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-    if keep < nb {
-        sc.ranked.select_nth_unstable_by(keep, order);
-        sc.ranked.truncate(keep);
-    }
+    torch_topk(&mut sc.ranked, keep);
+    sc.ranked.truncate(keep);
     sc.ranked.sort_unstable_by_key(|(_, b)| *b);
     sc.positions.clear();
     for &(_, b) in &sc.ranked {
@@ -239,3 +246,6 @@ fn row_f32<'a>(rows: KvRows<'a>, p: usize, at: usize, hd: usize, buf: &'a mut [f
 
 #[cfg(test)]
 mod tests;
+mod topk;
+
+use topk::torch_topk;

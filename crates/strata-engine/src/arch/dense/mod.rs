@@ -27,6 +27,7 @@ impl Architecture for Dense {
     }
 
     fn configure(&self, meta: &Metadata, cfg: &mut ModelConfig) -> Result<(), EngineError> {
+        cfg.require_n_ff(meta)?;
         let a = cfg.arch.name();
         let key = |k: &str| format!("{a}.{k}");
         if cfg.arch == Arch::Llama {

@@ -31,6 +31,7 @@ impl Architecture for Qwen3Next {
     }
 
     fn configure(&self, meta: &Metadata, cfg: &mut ModelConfig) -> Result<(), EngineError> {
+        cfg.require_n_ff(meta)?;
         let a = cfg.arch.name();
         cfg.moe = Some(moe_config(meta, a, cfg.n_ff)?);
         cfg.ssm = Some(SsmConfig::from_metadata(meta, a, cfg.n_layer)?);

@@ -60,6 +60,13 @@ impl Architecture for Qwen4Exp {
         }
         cfg.qsa = QsaConfig::from_metadata(meta, a, &ssm.recurrent, cfg.rope.n_rot)?;
         cfg.ple = PleConfig::from_metadata(meta, a, cfg.n_layer, cfg.n_vocab)?;
+        if let Some(p) = cfg.ple.as_ref().filter(|p| !ssm.recurrent[p.layer]) {
+            // transformers (validate_architecture) and llama.cpp refuse it too.
+            return Err(EngineError::BadMetadata {
+                key: format!("{a}.ple.layers"),
+                reason: format!("PLE layer {} is not a linear-attention layer", p.layer),
+            });
+        }
         cfg.ssm = Some(ssm);
         cfg.hyper = Some(hyper);
         Ok(())

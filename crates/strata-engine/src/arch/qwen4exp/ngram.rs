@@ -15,21 +15,15 @@ use crate::recurrent_state::PleState;
 /// the sequence's window `st` (the previous `n − 1` tokens), which then holds the last ones.
 pub(super) fn hashed_rows(p: &PleConfig, st: &mut PleState, tokens: &[u32], rows: &mut Vec<u32>) {
     let n = p.ngram;
-    let mut c = vec![0u64; n];
     for &tok in tokens {
-        c[0] = u64::from(tok);
-        // Newest first: the window's last entry is t_{p-1}.
+        let c0 = u64::from(tok);
+        let mut mixed = c0.wrapping_mul(p.multipliers[0]);
         let mut cut = false;
-        for (cs, &prev) in c[1..].iter_mut().zip(st.tokens.iter().rev()) {
+        // c_{k-1} = t_{p-k+1}: the window's entries newest first.
+        for (k, &prev) in (2..=n).zip(st.tokens.iter().rev()) {
             cut |= prev == p.eos;
-            *cs = if cut { p.eos } else { prev };
-        }
-        let mut mixed = 0u64;
-        for k in 2..=n {
-            if k == 2 {
-                mixed = c[0].wrapping_mul(p.multipliers[0]);
-            }
-            mixed ^= c[k - 1].wrapping_mul(p.multipliers[k - 1]);
+            let c = if cut { p.eos } else { prev };
+            mixed ^= c.wrapping_mul(p.multipliers[k - 1]);
             for g in 0..p.heads_per_ngram {
                 let h = (k - 2) * p.heads_per_ngram + g;
                 // Below the table's row count, which the configuration bounds by u32.
@@ -37,7 +31,7 @@ pub(super) fn hashed_rows(p: &PleConfig, st: &mut PleState, tokens: &[u32], rows
             }
         }
         st.tokens.rotate_left(1);
-        st.tokens[n - 2] = c[0];
+        st.tokens[n - 2] = c0;
     }
 }
 

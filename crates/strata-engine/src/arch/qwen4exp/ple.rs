@@ -68,7 +68,8 @@ pub(super) fn inject<B: Backend>(
     be.rms_norm_grouped(&s.gv, &w.norm_conv, d, eps, &mut s.cv);
     be.ple_conv(seqs, &s.cv, &w.conv, p.ngram, &mut s.conv);
     be.silu(&mut s.conv);
-    be.add(&mut ws.x, &s.gv);
+    // R + (gv + conv), in transformers' order.
+    be.add(&mut s.conv, &s.gv);
     be.add(&mut ws.x, &s.conv);
     Ok(())
 }

@@ -93,12 +93,13 @@ impl Case {
         let r = self.qsa.ratio;
         let nb = (p + 1) / r;
         let raw = self.cache.layers[0].index_keys().unwrap();
-        let (mut keys, mut cs) = (Vec::new(), Vec::new());
+        let mut bks = BlockKeys::default();
         let bk = BlockKeyWeights {
             k_norm: &self.k_norm,
             rope: &self.rope,
         };
-        block_keys(|t| raw.row(t), nb, &self.qsa, bk, &mut cs, &mut keys);
+        block_keys(|t| raw.row(t), nb, &self.qsa, bk, &mut bks);
+        let keys = &bks.keys;
         let iq = &self.iq[p * NI * DI..(p + 1) * NI * DI];
         let mut scored: Vec<(f64, usize)> = (0..nb)
             .map(|b| {
@@ -128,7 +129,6 @@ impl Case {
     /// Softmax attention of the query at `p` over `kept`, in f64.
     fn reference_out(&self, p: usize, kept: &[usize]) -> Vec<f32> {
         let w = N_HEAD * HD;
-        let kvd = N_KV * HD;
         let q = &self.q[p * w..(p + 1) * w];
         let mut out = vec![0.0f32; w];
         for h in 0..N_HEAD {
@@ -153,7 +153,6 @@ impl Case {
                     .sum();
                 out[h * HD + d] = o as f32;
             }
-            let _ = kvd;
         }
         out
     }
