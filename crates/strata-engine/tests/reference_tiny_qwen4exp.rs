@@ -188,3 +188,42 @@ fn iq3_xxs_files_load_and_run() {
         assert!(logits.iter().all(|l| l.is_finite()), "{variant} IQ3_XXS");
     }
 }
+
+/// Cutting a session back (to its recurrent checkpoint: DeltaNet and PLE state, with the KV
+/// and indexer keys cut positionally) and feeding the same tokens again reproduces the
+/// logits bit for bit, past the QSA budget and across the prompt's EOS.
+#[test]
+fn truncate_and_refeed_reproduce_logits_qwen4exp() {
+    let test = "truncate_and_refeed_reproduce_logits_qwen4exp";
+    for variant in common::qwen4exp::VARIANTS {
+        let (Some(path), Some(prompts)) = (gguf(variant, "F32", test), prompts(variant, test))
+        else {
+            continue;
+        };
+        let model = Model::load(&path).unwrap();
+        let toks = &prompts[2].tokens;
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let mut s = model.new_session(128, KvType::F16);
+        model.forward(&mut s, &toks[..30]).unwrap();
+        let at50 = bits(model.forward(&mut s, &toks[30..50]).unwrap());
+        let at64 = bits(model.forward(&mut s, &toks[50..]).unwrap());
+        s.truncate(55);
+        assert_eq!(
+            s.pos(),
+            50,
+            "{variant}: back to the checkpoint after the second call"
+        );
+        assert_eq!(
+            bits(model.forward(&mut s, &toks[50..]).unwrap()),
+            at64,
+            "{variant}"
+        );
+        s.truncate(40);
+        assert_eq!(s.pos(), 30, "{variant}");
+        assert_eq!(
+            bits(model.forward(&mut s, &toks[30..50]).unwrap()),
+            at50,
+            "{variant}"
+        );
+    }
+}
