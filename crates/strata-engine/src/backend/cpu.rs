@@ -97,18 +97,9 @@ impl Backend for Cpu<'_> {
         tokens: &[u32],
         x: &mut Activations,
     ) -> Result<(), EngineError> {
-        x.resize(tokens.len(), table.cols);
-        for (tok, row) in tokens.iter().zip(x.write().chunks_exact_mut(table.cols)) {
-            if *tok as usize >= table.rows {
-                return Err(EngineError::InvalidToken {
-                    id: *tok,
-                    n_vocab: table.rows,
-                });
-            }
-            table.dequantize_row(*tok as usize, row)?;
-            if scale != 1.0 {
-                row.iter_mut().for_each(|v| *v *= scale);
-            }
+        self.embed_rows(table, tokens, 1, x)?;
+        if scale != 1.0 {
+            self.scale(x, scale);
         }
         Ok(())
     }
