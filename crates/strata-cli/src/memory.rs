@@ -21,6 +21,9 @@ pub struct Shape {
     pub n_attn_layers: usize,
     /// Cached values per position and layer (`n_kv_head · head_dim`).
     pub kv_row: usize,
+    /// f32 indexer keys cached per position, all QSA layers together (qwen4exp).
+    pub index_keys: usize,
+    /// Width of a residual row (`hc · n_embd` with hyper-connections).
     pub n_embd: usize,
     /// Query width (`n_head · head_dim`).
     pub q: usize,
@@ -42,7 +45,8 @@ impl Shape {
         Shape {
             n_attn_layers: cfg.n_attn_layers(),
             kv_row: cfg.kv_row(),
-            n_embd: cfg.n_embd,
+            index_keys: cfg.index_key_widths().iter().sum(),
+            n_embd: cfg.residual_width(),
             q: cfg.n_head * cfg.head_dim,
             ff,
             n_vocab: cfg.n_vocab,
@@ -53,13 +57,15 @@ impl Shape {
 }
 
 /// Bytes of the KV cache of `n_ctx` positions: `2 · n_attn_layers · n_ctx · n_kv_head ·
-/// head_dim · sizeof(kv)` (keys and values of every attention layer).
+/// head_dim · sizeof(kv)` (keys and values of every attention layer), plus `4 · n_ctx ·
+/// index_keys` for the indexer keys of QSA layers.
 pub fn kv_bytes(cfg: &Shape, n_ctx: usize, kv: KvType) -> u128 {
     let elem = match kv {
         KvType::F16 => 2,
         KvType::F32 => 4,
     };
     2 * cfg.n_attn_layers as u128 * n_ctx as u128 * cfg.kv_row as u128 * elem
+        + 4 * n_ctx as u128 * cfg.index_keys as u128
 }
 
 /// Bytes of one session besides its KV cache: the token record (4 per position), the
@@ -162,6 +168,7 @@ mod tests {
         Shape {
             n_attn_layers: 30,
             kv_row: 3 * 64,
+            index_keys: 0,
             n_embd: 576,
             q: 9 * 64,
             ff: 1536,

@@ -9,8 +9,14 @@ use strata_gguf::Metadata;
 use crate::error::EngineError;
 use crate::ops::rope::{Rope, RopeStyle};
 
+mod hyper;
+mod ple;
+mod qsa;
 mod ssm;
 
+pub use hyper::HyperConfig;
+pub use ple::{PleConfig, PLE_ROW_PADDING};
+pub use qsa::QsaConfig;
 pub use ssm::SsmConfig;
 
 /// Architectures whose graphs this engine implements (`general.architecture`).
@@ -29,6 +35,9 @@ pub enum Arch {
     /// Qwen3-Next: Gated DeltaNet layers and gated full-attention layers, routed experts
     /// plus a gated shared expert in every layer.
     Qwen3Next,
+    /// Qwen3.8-Flash-Next: Qwen3-Next's layers with hyper-connection residual streams, QSA
+    /// sparse attention and per-layer n-gram hash embeddings (PLE).
+    Qwen4Exp,
 }
 
 impl Arch {
@@ -41,6 +50,7 @@ impl Arch {
             "gemma3" => Ok(Arch::Gemma3),
             "qwen3moe" => Ok(Arch::Qwen3Moe),
             "qwen3next" => Ok(Arch::Qwen3Next),
+            "qwen4exp" => Ok(Arch::Qwen4Exp),
             other => Err(EngineError::UnsupportedArch(
                 other.to_string(),
                 crate::arch::supported().join(", "),
@@ -57,6 +67,7 @@ impl Arch {
             Arch::Gemma3 => "gemma3",
             Arch::Qwen3Moe => "qwen3moe",
             Arch::Qwen3Next => "qwen3next",
+            Arch::Qwen4Exp => "qwen4exp",
         }
     }
 }
@@ -69,7 +80,7 @@ pub struct MoeConfig {
     /// Experts each token uses (`{arch}.expert_used_count`).
     pub n_expert_used: usize,
     /// Hidden width of one expert (`{arch}.expert_feed_forward_length`; llama.cpp's fallback
-    /// is `n_ff / n_expert_used`).
+    /// is `n_ff / n_expert_used`; never 0).
     pub n_ff_exp: usize,
     /// Renormalise the top-k weights to sum 1 (`{arch}.expert_weights_norm`; llama.cpp's
     /// qwen3moe graph always does, whatever the file says).
@@ -90,7 +101,8 @@ pub struct ModelConfig {
     pub n_head_kv: usize,
     /// Key/query head width (`attention.key_length`, default n_embd / n_head).
     pub head_dim: usize,
-    /// Hidden width of the feed-forward block.
+    /// Hidden width of the feed-forward block (`feed_forward_length`; 0 when the file has
+    /// none, which only architectures without a dense FFN accept).
     pub n_ff: usize,
     pub n_vocab: usize,
     /// Training context (`context_length`): the default session size.
@@ -114,6 +126,13 @@ pub struct ModelConfig {
     pub moe: Option<MoeConfig>,
     /// Gated DeltaNet shapes and the layer pattern, for hybrid architectures (Qwen3-Next).
     pub ssm: Option<SsmConfig>,
+    /// Hyper-connection residual streams (qwen4exp): the residual row is
+    /// `n_streams · n_embd` wide.
+    pub hyper: Option<HyperConfig>,
+    /// QSA sparse attention (qwen4exp files with an indexer).
+    pub qsa: Option<QsaConfig>,
+    /// Per-layer n-gram hash embeddings (qwen4exp files with PLE).
+    pub ple: Option<PleConfig>,
 }
 
 impl ModelConfig {
@@ -136,7 +155,11 @@ impl ModelConfig {
         let n_head_kv = meta
             .opt_u64(&key("attention.head_count_kv"))?
             .map_or(n_head, |v| v as usize);
-        let n_ff = usize_of("feed_forward_length")?;
+        // Absent from qwen4exp files (every FFN is routed experts + a shared expert, with
+        // their own width keys); the architectures that need it require it (`configure`).
+        let n_ff = meta
+            .opt_u64(&key("feed_forward_length"))?
+            .map_or(0, |v| v as usize);
         if n_layer == 0 || n_embd == 0 || n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 {
             return Err(EngineError::BadMetadata {
                 key: key("attention.head_count"),
@@ -197,10 +220,22 @@ impl ModelConfig {
             final_logit_softcap: None,
             moe: None,
             ssm: None,
+            hyper: None,
+            qsa: None,
+            ple: None,
         };
         crate::arch::find(a)?.configure(meta, &mut cfg)?;
         Ok(cfg)
     }
+    /// Fails with the missing-key error of `{arch}.feed_forward_length` when the file has no
+    /// dense FFN width: for the architectures that need one.
+    pub(crate) fn require_n_ff(&self, meta: &Metadata) -> Result<(), EngineError> {
+        if self.n_ff == 0 {
+            meta.u64(&format!("{}.feed_forward_length", self.arch.name()))?;
+        }
+        Ok(())
+    }
+
     /// Elements of one position's K (or V) row: `n_head_kv · head_dim`.
     pub fn kv_row(&self) -> usize {
         self.n_head_kv * self.head_dim
@@ -209,6 +244,23 @@ impl ModelConfig {
     /// True if layer `il` is a recurrent (Gated DeltaNet) layer rather than attention.
     pub fn is_recurrent(&self, il: usize) -> bool {
         self.ssm.as_ref().is_some_and(|s| s.recurrent[il])
+    }
+
+    /// Width of a residual row: `n_embd`, times the stream count with hyper-connections.
+    pub fn residual_width(&self) -> usize {
+        self.n_embd * self.hyper.map_or(1, |h| h.n_streams)
+    }
+
+    /// Per attention layer, in order: elements of the indexer key cached per position (the
+    /// indexer head width on QSA layers, 0 on dense ones).
+    pub fn index_key_widths(&self) -> Vec<usize> {
+        (0..self.n_layer)
+            .filter(|il| !self.is_recurrent(*il))
+            .map(|il| match &self.qsa {
+                Some(q) if q.is_sparse(il) => q.head_dim,
+                _ => 0,
+            })
+            .collect()
     }
 
     /// Layers that keep keys and values: all of them, less the recurrent ones.
@@ -232,6 +284,12 @@ pub(crate) fn moe_config(meta: &Metadata, a: &str, n_ff: usize) -> Result<MoeCon
     let n_ff_exp = meta
         .opt_u64(&format!("{a}.expert_feed_forward_length"))?
         .map_or(n_ff / n_expert_used, |v| v as usize);
+    if n_ff_exp == 0 {
+        return Err(EngineError::BadMetadata {
+            key: format!("{a}.expert_feed_forward_length"),
+            reason: "missing (and no feed_forward_length to derive it from)".into(),
+        });
+    }
     // llama.cpp's qwen3moe graph passes norm_w = true unconditionally.
     let norm_topk = meta
         .opt_bool(&format!("{a}.expert_weights_norm"))?

@@ -4,6 +4,10 @@
 //! Layout: per layer and per K/V, pages of [`KV_PAGE`] positions, each
 //! `[KV_PAGE][n_kv_head · head_dim]` in the storage type. A page is allocated when its first
 //! position is written and kept (reused) when the sequence is truncated.
+//!
+//! A layer with QSA sparse attention (qwen4exp) also keeps its indexer key of every position,
+//! raw (before norm and RoPE) and in f32, in pages of its own beside K and V: positional like
+//! them, so it is cut back, copied out and restored with them.
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
@@ -143,6 +147,8 @@ pub struct LayerKv {
     v: Store,
     /// `n_kv_head · head_dim`: elements per position.
     row: usize,
+    /// Raw indexer keys (always f32) and their width, on QSA layers.
+    idx: Option<(Store, usize)>,
 }
 
 impl LayerKv {
@@ -156,6 +162,34 @@ impl LayerKv {
         }
         self.k.write(pos, self.row, k);
         self.v.write(pos, self.row, v);
+    }
+
+    /// Stores the raw indexer key (`index_key_len()` elements) of position `pos`, allocating
+    /// its page if needed. Panics on a layer without indexer keys: a graph writes them only
+    /// on the QSA layers the cache was made for ([`KvCache::with_index_keys`]).
+    pub fn write_index_key(&mut self, pos: usize, key: &[f32]) {
+        let (store, row) = self
+            .idx
+            .as_mut()
+            .expect("indexer keys are written only on QSA layers");
+        let pages = pos / KV_PAGE + 1;
+        if store.n_pages() < pages {
+            store.grow(pages, *row);
+        }
+        store.write(pos, *row, key);
+    }
+
+    /// The cached raw indexer keys, by position, on a QSA layer.
+    pub fn index_keys(&self) -> Option<Paged<'_, f32>> {
+        match &self.idx {
+            Some((Store::F32(pages), row)) => Some(Paged { pages, row: *row }),
+            _ => None,
+        }
+    }
+
+    /// Elements of one position's indexer key (0 without indexer keys).
+    pub fn index_key_len(&self) -> usize {
+        self.idx.as_ref().map_or(0, |(_, row)| *row)
     }
 
     /// True when keys and values are stored as f16.
@@ -181,7 +215,11 @@ impl LayerKv {
     /// Bytes of the allocated pages.
     pub fn size_bytes(&self) -> usize {
         let elem = if self.is_f16() { 2 } else { 4 };
-        2 * self.k.n_pages() * KV_PAGE * self.row * elem
+        let idx = self
+            .idx
+            .as_ref()
+            .map_or(0, |(s, row)| s.n_pages() * KV_PAGE * row * 4);
+        2 * self.k.n_pages() * KV_PAGE * self.row * elem + idx
     }
 }
 
@@ -203,9 +241,19 @@ impl KvCache {
                 k: Store::new(ty),
                 v: Store::new(ty),
                 row,
+                idx: None,
             })
             .collect();
         KvCache { layers, n_ctx, ty }
+    }
+
+    /// The cache with indexer keys of `widths[i]` elements per position on layer `i`
+    /// (0: none). Allocates nothing yet: `KV_PAGE · width · 4` bytes per page written.
+    pub fn with_index_keys(mut self, widths: &[usize]) -> KvCache {
+        for (l, w) in self.layers.iter_mut().zip(widths) {
+            l.idx = (*w > 0).then(|| (Store::new(KvType::F32), *w));
+        }
+        self
     }
 
     /// Positions the cache can hold.
@@ -234,6 +282,7 @@ impl KvCache {
                     k: l.k.prefix(pages),
                     v: l.v.prefix(pages),
                     row: l.row,
+                    idx: l.idx.as_ref().map(|(s, w)| (s.prefix(pages), *w)),
                 })
                 .collect(),
             n_ctx: self.n_ctx,
@@ -254,7 +303,7 @@ impl KvCache {
                 .layers
                 .iter()
                 .zip(&other.layers)
-                .all(|(a, b)| a.row == b.row)
+                .all(|(a, b)| a.row == b.row && a.index_key_len() == b.index_key_len())
     }
 }
 
@@ -284,6 +333,22 @@ mod tests {
             assert_eq!(snap.size_bytes(), 2 * KV_PAGE * 3 * ty.bytes());
             assert!(snap.same_layout(&c));
         }
+        let mut c = KvCache::new(2, 4 * KV_PAGE, 3, KvType::F16).with_index_keys(&[0, 2]);
+        assert!(c.layers[0].index_keys().is_none());
+        c.layers[1].write(KV_PAGE + 1, &[0.0; 3], &[0.0; 3]);
+        c.layers[1].write_index_key(KV_PAGE + 1, &[0.1, -7.5]);
+        let keys = c.layers[1].index_keys().unwrap();
+        assert_eq!(keys.row(KV_PAGE + 1), [0.1, -7.5], "indexer keys stay f32");
+        assert_eq!(
+            c.size_bytes(),
+            2 * 2 * KV_PAGE * 3 * 2 + 2 * KV_PAGE * 2 * 4
+        );
+        let snap = c.prefix(KV_PAGE + 2);
+        assert_eq!(
+            snap.layers[1].index_keys().unwrap().row(KV_PAGE + 1),
+            [0.1, -7.5]
+        );
+        assert!(snap.same_layout(&c) && !c.same_layout(&KvCache::new(2, 9, 3, KvType::F16)));
         assert_eq!("F16".parse::<KvType>(), Ok(KvType::F16));
         assert!("q9".parse::<KvType>().is_err());
     }

@@ -49,12 +49,13 @@ pub struct SeqInput<'a> {
     /// Whose logits to return.
     pub want: Want,
     /// Also return the final hidden states (the residual stream before the output norm,
-    /// `n_embd` per position) of the same positions: what an MTP draft head reads.
+    /// `n_embd` per position, `hc·n_embd` with hyper-connections) of the same positions:
+    /// what an MTP draft head reads.
     pub hidden: bool,
 }
 
 /// What [`Model::forward_batch`] returns for one sequence: `[rows][n_vocab]` logits and,
-/// if asked, `[rows][n_embd]` hidden states, for the rows its [`Want`] names, in order.
+/// if asked, `[rows][residual width]` hidden states, for the rows its [`Want`] names, in order.
 #[derive(Clone, Debug, Default)]
 pub struct SeqOutput {
     pub logits: Vec<f32>,
@@ -366,7 +367,7 @@ impl Model {
         if !rows.is_empty() {
             self.output(ws, &rows)?;
         }
-        let (nv, d) = (self.config.n_vocab, self.config.n_embd);
+        let (nv, d) = (self.config.n_vocab, ws.hidden.cols());
         for (k, i) in owner.iter().enumerate() {
             out[*i]
                 .logits
@@ -402,13 +403,9 @@ impl Model {
         })
     }
 
-    /// Final norm and LM head of the run's `rows` (ascending) into `ws.logits`
-    /// (`[rows][n_vocab]`), their residual stream staying in `ws.hidden`.
+    /// Logits of the run's `rows` (ascending) into `ws.logits` (`[rows][n_vocab]`), their
+    /// residual stream staying in `ws.hidden` ([`Graph::output`]).
     fn output(&self, ws: &mut Workspace<HostMem>, rows: &[usize]) -> Result<(), EngineError> {
-        let (norm, head) = self.graph.head();
-        pool::with_current(|p| {
-            let be = Cpu::new(p);
-            arch::dense::graph::output(&be, &self.config, norm, head, ws, rows)
-        })
+        pool::with_current(|p| self.graph.output(&Cpu::new(p), &self.config, ws, rows))
     }
 }

@@ -1,12 +1,13 @@
 //! Per-sequence state of the Gated DeltaNet layers: the last `d_conv − 1` inputs of the
-//! causal convolution and the `head_v_dim × head_k_dim` matrix of every value head.
+//! causal convolution and the `head_v_dim × head_k_dim` matrix of every value head; and, for
+//! models with PLE (qwen4exp), the n-gram token window and the dilated convolution's history.
 //!
 //! Unlike a KV cache it summarises the whole history in a fixed size, so it cannot be cut
 //! back to an earlier position: a session rewinds it by restoring a copy taken at or before
 //! that position (see [`crate::Session::truncate`]). Sizes as in llama.cpp's `n_embd_r` /
 //! `n_embd_s`.
 
-use crate::config::{ModelConfig, SsmConfig};
+use crate::config::{ModelConfig, PleConfig, SsmConfig};
 
 /// State of one Gated DeltaNet layer.
 #[derive(Clone, PartialEq)]
@@ -20,10 +21,36 @@ pub struct DeltaState {
     pub ssm: Vec<f32>,
 }
 
-/// The recurrent state of a sequence: one [`DeltaState`] per recurrent layer, in layer order.
+/// State of the PLE layer (qwen4exp): what the next token's n-grams and convolution read
+/// from the tokens before it (transformers keeps both in its cache as conv states).
+#[derive(Clone, PartialEq)]
+pub struct PleState {
+    /// The previous `ngram − 1` token ids, oldest first (EOS before the sequence start).
+    pub tokens: Vec<u64>,
+    /// The EOS id that fills the window at the start.
+    pub eos: u64,
+    /// The convolution's inputs of the previous `(K − 1)·ngram` positions, oldest first:
+    /// `[(K − 1)·ngram][hc·n_embd]` (zeros before the first token).
+    pub conv: Vec<f32>,
+}
+
+impl PleState {
+    /// The state before any token, for residual rows of `width`.
+    pub fn new(p: &PleConfig, width: usize) -> PleState {
+        PleState {
+            tokens: vec![p.eos; p.ngram - 1],
+            eos: p.eos,
+            conv: vec![0.0; p.conv_history() * width],
+        }
+    }
+}
+
+/// The recurrent state of a sequence: one [`DeltaState`] per recurrent layer, in layer order,
+/// and the PLE layer's state if the model has one.
 #[derive(Clone, PartialEq)]
 pub struct RecurrentState {
     pub layers: Vec<DeltaState>,
+    pub ple: Option<PleState>,
 }
 
 impl RecurrentState {
@@ -35,13 +62,21 @@ impl RecurrentState {
         let ssm = cfg.ssm.as_ref()?;
         let n = ssm.recurrent.iter().filter(|r| **r).count();
         let layers = (0..n).map(|_| DeltaState::new(ssm)).collect();
-        Some(RecurrentState { layers })
+        let ple = cfg
+            .ple
+            .as_ref()
+            .map(|p| PleState::new(p, cfg.residual_width()));
+        Some(RecurrentState { layers, ple })
     }
 
     /// Bytes of state.
     pub fn size_bytes(&self) -> usize {
         let floats: usize = self.layers.iter().map(|l| l.conv.len() + l.ssm.len()).sum();
-        4 * floats
+        let ple = self
+            .ple
+            .as_ref()
+            .map_or(0, |p| 8 * p.tokens.len() + 4 * p.conv.len());
+        4 * floats + ple
     }
 
     /// Overwrites this state with `other` (same shape) without allocating.
@@ -49,6 +84,10 @@ impl RecurrentState {
         for (a, b) in self.layers.iter_mut().zip(&other.layers) {
             a.conv.copy_from_slice(&b.conv);
             a.ssm.copy_from_slice(&b.ssm);
+        }
+        if let (Some(a), Some(b)) = (&mut self.ple, &other.ple) {
+            a.tokens.copy_from_slice(&b.tokens);
+            a.conv.copy_from_slice(&b.conv);
         }
     }
 
@@ -60,6 +99,13 @@ impl RecurrentState {
                 .iter()
                 .zip(&other.layers)
                 .all(|(a, b)| a.conv.len() == b.conv.len() && a.ssm.len() == b.ssm.len())
+            && match (&self.ple, &other.ple) {
+                (Some(a), Some(b)) => {
+                    a.tokens.len() == b.tokens.len() && a.conv.len() == b.conv.len()
+                }
+                (None, None) => true,
+                _ => false,
+            }
     }
 
     /// Back to the state before any token.
@@ -67,6 +113,10 @@ impl RecurrentState {
         for l in &mut self.layers {
             l.conv.fill(0.0);
             l.ssm.fill(0.0);
+        }
+        if let Some(p) = &mut self.ple {
+            p.tokens.fill(p.eos);
+            p.conv.fill(0.0);
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::config::ModelConfig;
 use crate::error::EngineError;
 use crate::kv_cache::LayerKv;
 use crate::kv_cache::{KvCache, KvType, KV_PAGE};
-use crate::recurrent_state::{DeltaState, RecurrentState};
+use crate::recurrent_state::{DeltaState, PleState, RecurrentState};
 
 /// Recurrent-state copies a session keeps for [`Session::truncate`] (the newest ones).
 pub const RECURRENT_CHECKPOINTS: usize = 8;
@@ -73,7 +73,8 @@ impl Session {
     /// memory as tokens are fed, not for `n_ctx` up front.
     pub fn new(cfg: &ModelConfig, n_ctx: usize, kv_type: KvType) -> Session {
         Session {
-            kv: KvCache::new(cfg.n_attn_layers(), n_ctx, cfg.kv_row(), kv_type),
+            kv: KvCache::new(cfg.n_attn_layers(), n_ctx, cfg.kv_row(), kv_type)
+                .with_index_keys(&cfg.index_key_widths()),
             recurrent: RecurrentState::new(cfg),
             pos: 0,
             tokens: Vec::new(),
@@ -253,5 +254,16 @@ impl SeqRun<'_> {
             .as_mut()
             .expect("sessions of a model with recurrent layers have recurrent state");
         &mut rec.layers[layer]
+    }
+
+    /// The sequence's PLE state.
+    ///
+    /// Panics if the sequence has none: sessions of a model with PLE always have it
+    /// ([`RecurrentState::new`]; PLE models are hybrid models).
+    pub fn ple_state(&mut self) -> &mut PleState {
+        self.rec
+            .as_mut()
+            .and_then(|r| r.ple.as_mut())
+            .expect("sessions of a model with PLE have PLE state")
     }
 }

@@ -5,6 +5,7 @@
 //! backend's ([`Memory`]): host vectors for the CPU, device memory for a GPU.
 
 use crate::arch::qwen3next::HybridScratch;
+use crate::arch::qwen4exp::Qwen4ExpScratch;
 use crate::backend::Memory;
 
 /// Activation buffers of a run of `T` rows (the tokens of one or several sequences). Every op
@@ -13,7 +14,7 @@ use crate::backend::Memory;
 pub struct Workspace<M: Memory> {
     /// Absolute position of each row `[T]` (RoPE), in host memory.
     pub pos: Vec<usize>,
-    /// Residual stream `[T][n_embd]`.
+    /// Residual stream `[T][n_embd]` (`[T][hc·n_embd]` with hyper-connections).
     pub x: M::Buf,
     /// Normed input of a block `[T][n_embd]`.
     pub xb: M::Buf,
@@ -32,10 +33,12 @@ pub struct Workspace<M: Memory> {
     pub rope_cs_swa: M::Buf,
     /// Logits `[rows][n_vocab]` of the rows asked for.
     pub logits: M::Buf,
-    /// Final hidden states `[rows][n_embd]` of the rows asked for, when asked.
+    /// Final residual rows `[rows][residual width]` of the rows asked for.
     pub hidden: M::Buf,
     /// Buffers of the routed-expert FFN (MoE models).
     pub moe: M::MoeScratch,
     /// Buffers of the Gated DeltaNet and gated attention layers (Qwen3-Next).
     pub hybrid: HybridScratch<M>,
+    /// Buffers of the qwen4exp layers (hyper-connections, PLE, QSA).
+    pub qwen4exp: Qwen4ExpScratch<M>,
 }

@@ -3,7 +3,7 @@
 //! windows of 2–16 tokens, prefill chunks of any size), with a snapshot restored into a fresh
 //! session in the middle, with small micro-batches (`--ubatch`), or beside two other sequences
 //! in the same forward calls — on every CPU path this machine has (`STRATA_ISA`), for each
-//! architecture family (dense, qwen3moe, qwen3next; real and tiny).
+//! architecture family (dense, qwen3moe, qwen3next, qwen4exp; real and tiny).
 //!
 //! Each ISA runs in a child process of this test binary (the ISA is chosen once per process).
 
@@ -303,5 +303,29 @@ fn logits_independent_of_feeding_tiny_gemma3() {
         "logits_independent_of_feeding_tiny_gemma3",
         Paths::All,
         || check_model("gemma3-tiny", &tiny("gemma3-tiny", "Q4_K_M")),
+    );
+}
+
+/// qwen4exp: the PLE n-gram window and dilated convolution history, the indexer keys of QSA
+/// (320 tokens: far past the 16-token budget, so queries drop blocks) and the hyper-connection
+/// streams, in all three tiny variants.
+#[test]
+fn logits_independent_of_feeding_tiny_qwen4exp() {
+    on_every_isa(
+        "logits_independent_of_feeding_tiny_qwen4exp",
+        Paths::All,
+        || {
+            let test = "logits_independent_of_feeding_tiny_qwen4exp";
+            for (variant, ty) in [
+                ("qwen4exp-tiny", "F32"),
+                ("qwen4exp-tiny", "Q4_K_M"),
+                ("qwen4exp-tiny-nople", "F32"),
+                ("qwen4exp-tiny-noidx", "F32"),
+            ] {
+                if let Some(path) = common::qwen4exp::gguf(variant, ty, test) {
+                    check_model(variant, &path);
+                }
+            }
+        },
     );
 }

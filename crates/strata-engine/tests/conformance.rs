@@ -16,14 +16,15 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use common::Rng;
-use strata_engine::backend::{Backend, Buf, Cpu, DeltaBufs, Glu};
+use strata_engine::backend::{Backend, Buf, Cpu, DeltaBufs, Glu, QsaBufs};
 use strata_engine::kv_cache::{KvCache, KvType};
 use strata_engine::ops::attention::AttnShape;
-use strata_engine::ops::delta_net::DeltaShape;
+use strata_engine::ops::delta_net::{DeltaShape, KeyHeads};
 use strata_engine::ops::linear::Matrix;
 use strata_engine::ops::moe::{ExpertTensor, MoeWeights};
+use strata_engine::ops::qsa::{BlockKeyWeights, QsaShape};
 use strata_engine::ops::rope::{Rope, RopeStyle};
-use strata_engine::recurrent_state::{DeltaState, RecurrentState};
+use strata_engine::recurrent_state::{DeltaState, PleState, RecurrentState};
 use strata_engine::session::SeqRun;
 use strata_gguf::GgmlType;
 use strata_quant::Isa;
@@ -189,12 +190,17 @@ fn cases<B: Backend>(be: &B) -> Vec<(String, Vec<f32>)> {
         }
     }
     // Gated delta rule and its inputs' L2 norm; causal conv1d.
-    for (nv, nk, dk, dv, t) in [(4, 2, 64, 64, 1), (6, 2, 32, 48, 19)] {
+    for (nv, nk, dk, dv, t, key_heads) in [
+        (4, 2, 64, 64, 1, KeyHeads::Grouped),
+        (6, 2, 32, 48, 19, KeyHeads::Grouped),
+        (6, 2, 32, 48, 5, KeyHeads::Tiled),
+    ] {
         let s = DeltaShape {
             n_v_heads: nv,
             n_k_heads: nk,
             d_k: dk,
             d_v: dv,
+            key_heads,
         };
         let mut q = buf(be, &rng.vec(t * nk * dk, 1.0), nk * dk);
         let mut k = buf(be, &rng.vec(t * nk * dk, 1.0), nk * dk);
@@ -210,6 +216,7 @@ fn cases<B: Backend>(be: &B) -> Vec<(String, Vec<f32>)> {
                 conv: Vec::new(),
                 ssm: rng.vec(nv * dv * dk, 0.1),
             }],
+            ple: None,
         };
         let mut o = Buf::<B>::default();
         let x = DeltaBufs {
@@ -221,11 +228,14 @@ fn cases<B: Backend>(be: &B) -> Vec<(String, Vec<f32>)> {
         };
         be.delta_rule(&mut [seq(&mut [], Some(&mut rec), 0, t)], 0, &s, x, &mut o);
         out.push((
-            format!("delta_rule/{nv}v{nk}k{dk}x{dv}/T{t}"),
+            format!("delta_rule/{nv}v{nk}k{dk}x{dv}/{key_heads:?}/T{t}"),
             read(be, &mut o),
         ));
         let state = std::mem::take(&mut rec.layers[0].ssm);
-        out.push((format!("delta_rule_state/{nv}v{nk}k{dk}x{dv}/T{t}"), state));
+        out.push((
+            format!("delta_rule_state/{nv}v{nk}k{dk}x{dv}/{key_heads:?}/T{t}"),
+            state,
+        ));
     }
     for (c, kk, t) in [(96, 4, 1), (130, 4, 9)] {
         let w = rng.vec(c * kk, 0.5);
@@ -234,6 +244,7 @@ fn cases<B: Backend>(be: &B) -> Vec<(String, Vec<f32>)> {
                 conv: rng.vec((kk - 1) * c, 1.0),
                 ssm: Vec::new(),
             }],
+            ple: None,
         };
         let x = buf(be, &rng.vec(t * c, 1.0), c);
         let mut o = Buf::<B>::default();
@@ -274,6 +285,124 @@ fn cases<B: Backend>(be: &B) -> Vec<(String, Vec<f32>)> {
         let (mut p0, mut p1) = (Buf::<B>::default(), Buf::<B>::default());
         be.split(&x, &[d / 8, d / 8 + d / 16], &mut [&mut p0, &mut p1]);
         out.push((format!("split/{d}/T{t}"), read(be, &mut p1)));
+    }
+    // Hyper-connection and PLE element-wise ops: 4 streams of 96.
+    for t in [1, 7] {
+        let (hc, d) = (4, 96);
+        let r = rng.vec(t * hc * d, 2.0);
+        let mut o = Buf::<B>::default();
+        be.rms_norm_grouped(&buf(be, &r, hc * d), &rng.vec(hc * d, 1.0), d, 1e-6, &mut o);
+        out.push((format!("rms_norm_grouped/{hc}x{d}/T{t}"), read(be, &mut o)));
+        let g = buf(be, &rng.vec(t * hc * d, 3.0), hc * d);
+        be.hc_collapse(&buf(be, &r, hc * d), &g, hc, &mut o);
+        out.push((format!("hc_collapse/{hc}x{d}/T{t}"), read(be, &mut o)));
+        let mut rb = buf(be, &r, hc * d);
+        let y = buf(be, &rng.vec(t * d, 1.0), d);
+        be.hc_expand_add(&mut rb, &y, &buf(be, &rng.vec(t * hc, 4.0), hc));
+        out.push((format!("hc_expand_add/{hc}x{d}/T{t}"), read(be, &mut rb)));
+        let key = buf(be, &rng.vec(t * hc * d, 1.0), hc * d);
+        be.ple_gate(&key, &buf(be, &r, hc * d), &y, &mut o);
+        out.push((format!("ple_gate/{hc}x{d}/T{t}"), read(be, &mut o)));
+        let mut x = buf(be, &r, hc * d);
+        be.scale(&mut x, 0.3);
+        out.push((format!("scale/{hc}x{d}/T{t}"), read(be, &mut x)));
+        be.concat(&[&y, &key, &y], &mut o);
+        out.push((format!("concat/{hc}x{d}/T{t}"), read(be, &mut o)));
+        // PLE's dilated convolution: 3 taps, dilation 3, continuing a random history.
+        let (kk, dil, c) = (3, 3, hc * d);
+        let mut rec = RecurrentState {
+            layers: Vec::new(),
+            ple: Some(PleState {
+                tokens: vec![0; 2],
+                eos: 0,
+                conv: rng.vec((kk - 1) * dil * c, 1.0),
+            }),
+        };
+        let w = rng.vec(c * kk, 0.5);
+        be.ple_conv(
+            &mut [seq(&mut [], Some(&mut rec), 0, t)],
+            &buf(be, &r, c),
+            &w,
+            dil,
+            &mut o,
+        );
+        out.push((format!("ple_conv/C{c}K{kk}D{dil}/T{t}"), read(be, &mut o)));
+        let state = rec.ple.take().unwrap().conv;
+        out.push((format!("ple_conv_state/C{c}K{kk}D{dil}/T{t}"), state));
+    }
+    // Embedding rows side by side (hyper-connection copies, PLE n-gram rows).
+    let table = weights(&mut rng, GgmlType::IQ4_NL, 40, 64);
+    let m = Matrix {
+        ty: GgmlType::IQ4_NL,
+        rows: 40,
+        cols: 64,
+        data: &table,
+    };
+    let mut x = Buf::<B>::default();
+    be.embed_rows(&m, &[3, 39, 0, 3, 7, 7], 3, &mut x).unwrap();
+    out.push(("embed_rows/IQ4_NL".into(), read(be, &mut x)));
+    // QSA attention: f32 and f16 caches, blocks of 4 and a budget of 8 tokens, queries below
+    // and past the budget, decode and a batch.
+    for kv_type in [KvType::F32, KvType::F16] {
+        let (n_head, n_kv, hd, ni, di, n_pos) = (4, 2, 40, 2, 32, 90);
+        let kvd = n_kv * hd;
+        let mut cache = KvCache::new(1, n_pos, kvd, kv_type).with_index_keys(&[di]);
+        let (ks, vs, kr) = (
+            rng.vec(n_pos * kvd, 2.0),
+            rng.vec(n_pos * kvd, 1.0),
+            rng.vec(n_pos * di, 1.0),
+        );
+        for p in 0..n_pos {
+            let r = p * kvd..(p + 1) * kvd;
+            cache.layers[0].write(p, &ks[r.clone()], &vs[r]);
+            cache.layers[0].write_index_key(p, &kr[p * di..(p + 1) * di]);
+        }
+        let shape = AttnShape {
+            n_head,
+            n_kv_head: n_kv,
+            head_dim: hd,
+            scale: 1.0 / (hd as f32).sqrt(),
+            window: None,
+        };
+        let qsa = QsaShape {
+            ratio: 4,
+            budget: 8,
+            n_head: ni,
+            head_dim: di,
+            eps: 1e-6,
+        };
+        let rope = Rope {
+            style: RopeStyle::Neox,
+            n_rot: 16,
+            freq_base: 10000.0,
+            freq_scale: 1.0,
+        };
+        let k_norm = rng.vec(di, 1.0);
+        for (t, pos0) in [(1, 89), (30, 0), (9, 60)] {
+            let q = buf(be, &rng.vec(t * n_head * hd, 1.0), n_head * hd);
+            let iq = buf(be, &rng.vec(t * ni * di, 1.0), ni * di);
+            let r = pos0 * kvd..(pos0 + t) * kvd;
+            let (k, v) = (buf(be, &ks[r.clone()], kvd), buf(be, &vs[r], kvd));
+            let ik = buf(be, &kr[pos0 * di..(pos0 + t) * di], di);
+            let x = QsaBufs {
+                q: &q,
+                k: &k,
+                v: &v,
+                iq: &iq,
+                ik: &ik,
+            };
+            let bk = BlockKeyWeights {
+                k_norm: &k_norm,
+                rope: &rope,
+            };
+            let mut o = Buf::<B>::default();
+            let mut s = [seq(&mut cache.layers, None, pos0, t)];
+            be.attend_qsa(&mut s, 0, x, &shape, &qsa, bk, &mut o);
+            out.push((
+                format!("attend_qsa/{kv_type:?}/T{t}@{pos0}"),
+                read(be, &mut o),
+            ));
+        }
     }
     // Gated DeltaNet gates: 2 key heads of 3 value heads.
     let (nv, nk, t) = (6, 2, 5);

@@ -11,6 +11,7 @@
 
 pub mod dense;
 pub mod qwen3next;
+pub mod qwen4exp;
 pub mod source;
 
 use strata_gguf::Metadata;
@@ -18,13 +19,13 @@ use strata_gguf::Metadata;
 use crate::backend::{Cpu, HostMem};
 use crate::config::ModelConfig;
 use crate::error::EngineError;
-use crate::ops::linear::Matrix;
 use crate::session::SeqRun;
 use crate::workspace::Workspace;
 use source::{Recorder, TensorSource, TensorSpec};
 
 /// The architectures this engine runs, by `general.architecture`.
-pub static ARCHITECTURES: &[&dyn Architecture] = &[&dense::Dense, &qwen3next::Qwen3Next];
+pub static ARCHITECTURES: &[&dyn Architecture] =
+    &[&dense::Dense, &qwen3next::Qwen3Next, &qwen4exp::Qwen4Exp];
 
 /// A model architecture (see the module docs).
 pub trait Architecture: Sync {
@@ -54,7 +55,8 @@ pub trait Architecture: Sync {
 pub trait Graph: Send + Sync {
     /// Runs the run's `tokens` (the rows of `seqs`, each sequence at its own positions with
     /// its own caches and state) through every layer on the CPU backend `be`, leaving the
-    /// final residual stream in `ws.x` (`[T][n_embd]`).
+    /// final residual stream in `ws.x` (`[T][residual width]`: `n_embd`, or
+    /// `hc·n_embd` with hyper-connections).
     ///
     /// Errors: a token outside the vocabulary, an unsupported weight type.
     fn forward(
@@ -66,8 +68,21 @@ pub trait Graph: Send + Sync {
         tokens: &[u32],
     ) -> Result<(), EngineError>;
 
-    /// The final norm weights (`n_embd`) and the LM head (`[n_vocab][n_embd]`).
-    fn head(&self) -> (&[f32], &Matrix<'static>);
+    /// The logits of the run's `rows` (ascending row indices of `ws.x`, after
+    /// [`Graph::forward`]) into `ws.logits` (`[rows][n_vocab]`), their final residual rows
+    /// staying in `ws.hidden` (`[rows][residual width]`: what an MTP head reads). Most
+    /// architectures apply the output norm and the LM head
+    /// ([`dense::graph::output`]); qwen4exp collapses its hyper-connection streams with its
+    /// final mixer instead of a norm.
+    ///
+    /// Errors: an unsupported weight type.
+    fn output(
+        &self,
+        be: &Cpu<'_>,
+        cfg: &ModelConfig,
+        ws: &mut Workspace<HostMem>,
+        rows: &[usize],
+    ) -> Result<(), EngineError>;
 }
 
 /// The architecture that runs `general.architecture` = `name`.

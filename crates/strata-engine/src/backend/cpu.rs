@@ -7,18 +7,21 @@
 
 use strata_quant::Isa;
 
-use super::{Backend, DeltaBufs, Glu, Memory, RowBuf};
+use super::{Backend, DeltaBufs, Glu, Memory, QsaBufs, RowBuf};
 use crate::error::EngineError;
 use crate::ops::activation::{geglu_tanh, swiglu};
 use crate::ops::attention::{attention, AttnShape};
-use crate::ops::conv1d::causal_conv1d;
+use crate::ops::conv1d::{causal_conv1d, dilated_causal_conv1d};
 use crate::ops::delta_net::{
     delta_rule_recurrent, l2_norm_heads_in_place, DeltaInputs, DeltaShape,
 };
 use crate::ops::gate::{mul_silu_in_place, sigmoid, silu_in_place, softplus};
+use crate::ops::hyper::{hc_collapse, hc_expand_add};
 use crate::ops::linear::{matmul, Activations, Matrix};
 use crate::ops::moe::{moe_ffn, MoeScratch, MoeWeights, Placement};
-use crate::ops::norm::{rms_norm_rows, rms_norm_rows_in_place};
+use crate::ops::norm::{rms_norm_groups, rms_norm_rows, rms_norm_rows_in_place};
+use crate::ops::ple::ple_gate;
+use crate::ops::qsa::{qsa_attention, BlockKeyWeights, QsaShape};
 use crate::ops::rope::Rope;
 use crate::ops::{add_in_place, par_chunks};
 use crate::pool::Pool;
@@ -94,18 +97,29 @@ impl Backend for Cpu<'_> {
         tokens: &[u32],
         x: &mut Activations,
     ) -> Result<(), EngineError> {
-        x.resize(tokens.len(), table.cols);
-        for (tok, row) in tokens.iter().zip(x.write().chunks_exact_mut(table.cols)) {
-            if *tok as usize >= table.rows {
+        self.embed_rows(table, tokens, 1, x)?;
+        if scale != 1.0 {
+            self.scale(x, scale);
+        }
+        Ok(())
+    }
+
+    fn embed_rows(
+        &self,
+        table: &Matrix<'_>,
+        ids: &[u32],
+        per_row: usize,
+        x: &mut Activations,
+    ) -> Result<(), EngineError> {
+        x.resize(ids.len() / per_row, per_row * table.cols);
+        for (id, row) in ids.iter().zip(x.write().chunks_exact_mut(table.cols)) {
+            if *id as usize >= table.rows {
                 return Err(EngineError::InvalidToken {
-                    id: *tok,
+                    id: *id,
                     n_vocab: table.rows,
                 });
             }
-            table.dequantize_row(*tok as usize, row)?;
-            if scale != 1.0 {
-                row.iter_mut().for_each(|v| *v *= scale);
-            }
+            table.dequantize_row(*id as usize, row)?;
         }
         Ok(())
     }
@@ -134,6 +148,18 @@ impl Backend for Cpu<'_> {
     fn rms_norm(&self, x: &Activations, w: &[f32], eps: f32, out: &mut Activations) {
         out.resize(x.rows(), x.cols());
         rms_norm_rows(self.pool, x.read(), w, eps, out.write());
+    }
+
+    fn rms_norm_grouped(
+        &self,
+        x: &Activations,
+        w: &[f32],
+        group: usize,
+        eps: f32,
+        out: &mut Activations,
+    ) {
+        out.resize(x.rows(), x.cols());
+        rms_norm_groups(self.pool, x.read(), w, group, eps, out.write());
     }
 
     fn rms_norm_in_place(&self, x: &mut Activations, w: &[f32], eps: f32) {
@@ -173,6 +199,48 @@ impl Backend for Cpu<'_> {
         }
     }
 
+    fn attend_qsa(
+        &self,
+        seqs: &mut [SeqRun<'_>],
+        layer: usize,
+        x: QsaBufs<'_, Self>,
+        shape: &AttnShape,
+        qsa: &QsaShape,
+        bk: BlockKeyWeights<'_>,
+        out: &mut Activations,
+    ) {
+        let kv_dim = shape.n_kv_head * shape.head_dim;
+        let q_dim = shape.n_head * shape.head_dim;
+        let i_dim = qsa.n_head * qsa.head_dim;
+        out.resize(x.q.rows(), q_dim);
+        let (q, k, v, iq, ik) = (x.q.read(), x.k.read(), x.v.read(), x.iq.read(), x.ik.read());
+        let att = out.write();
+        for (seq, r) in per_seq(seqs, q_dim) {
+            let kv = &mut seq.kv[layer];
+            for (t, row) in seq.rows.clone().enumerate() {
+                let at = row * kv_dim..(row + 1) * kv_dim;
+                kv.write(seq.pos0 + t, &k[at.clone()], &v[at]);
+                kv.write_index_key(
+                    seq.pos0 + t,
+                    &ik[row * qsa.head_dim..(row + 1) * qsa.head_dim],
+                );
+            }
+            let ir = seq.rows.start * i_dim..seq.rows.end * i_dim;
+            let (qs, iqs) = (&q[r.clone()], &iq[ir]);
+            qsa_attention(
+                self.pool,
+                qs,
+                iqs,
+                kv,
+                seq.pos0,
+                shape,
+                qsa,
+                bk,
+                &mut att[r],
+            );
+        }
+    }
+
     fn conv1d(
         &self,
         seqs: &mut [SeqRun<'_>],
@@ -187,6 +255,24 @@ impl Backend for Cpu<'_> {
         for (seq, r) in per_seq(seqs, c) {
             let st = &mut seq.delta_state(layer).conv;
             causal_conv1d(self.pool, &x[r.clone()], w, st, &mut o[r]);
+        }
+    }
+
+    fn ple_conv(
+        &self,
+        seqs: &mut [SeqRun<'_>],
+        x: &Activations,
+        w: &[f32],
+        dilation: usize,
+        out: &mut Activations,
+    ) {
+        let c = x.cols();
+        out.resize(x.rows(), c);
+        let (x, o) = (x.read(), out.write());
+        for (seq, r) in per_seq(seqs, c) {
+            let st = &mut seq.ple_state().conv;
+            let k = w.len() / c;
+            dilated_causal_conv1d(self.pool, &x[r.clone()], w, k, dilation, st, &mut o[r]);
         }
     }
 
@@ -254,6 +340,48 @@ impl Backend for Cpu<'_> {
         add_in_place(self.pool, a.write(), b.read());
     }
 
+    fn scale(&self, x: &mut Activations, s: f32) {
+        par_chunks(self.pool, x.write(), 1, |_, x| {
+            x.iter_mut().for_each(|v| *v *= s)
+        });
+    }
+
+    fn hc_collapse(
+        &self,
+        rn: &Activations,
+        g: &Activations,
+        n_streams: usize,
+        out: &mut Activations,
+    ) {
+        let d = rn.cols() / n_streams;
+        out.resize(rn.rows(), d);
+        hc_collapse(self.pool, rn.read(), g.read(), n_streams, d, out.write());
+    }
+
+    fn hc_expand_add(&self, r: &mut Activations, y: &Activations, inj: &Activations) {
+        hc_expand_add(self.pool, r.write(), y.read(), inj.read(), inj.cols());
+    }
+
+    fn ple_gate(
+        &self,
+        key: &Activations,
+        qry: &Activations,
+        val: &Activations,
+        out: &mut Activations,
+    ) {
+        let (d, hc) = (val.cols(), key.cols() / val.cols());
+        out.resize(key.rows(), key.cols());
+        ple_gate(
+            self.pool,
+            key.read(),
+            qry.read(),
+            val.read(),
+            hc,
+            d,
+            out.write(),
+        );
+    }
+
     fn glu(&self, act: Glu, gate: &mut Activations, up: &Activations) {
         match act {
             Glu::SwiGlu => swiglu(self.pool, gate.write(), up.read()),
@@ -310,6 +438,21 @@ impl Backend for Cpu<'_> {
                 .zip(x.read().chunks_exact(group))
             {
                 d.copy_from_slice(&piece[off..off + w]);
+            }
+            off += w;
+        }
+    }
+
+    fn concat(&self, parts: &[&Activations], out: &mut Activations) {
+        let rows = parts.first().map_or(0, |p| p.rows());
+        let width: usize = parts.iter().map(|p| p.cols()).sum();
+        out.resize(rows, width);
+        let o = out.write();
+        let mut off = 0;
+        for p in parts {
+            let w = p.cols();
+            for (dst, src) in o.chunks_exact_mut(width).zip(p.read().chunks_exact(w)) {
+                dst[off..off + w].copy_from_slice(src);
             }
             off += w;
         }

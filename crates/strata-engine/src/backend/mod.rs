@@ -29,6 +29,7 @@ use crate::ops::attention::AttnShape;
 use crate::ops::delta_net::DeltaShape;
 use crate::ops::linear::Matrix;
 use crate::ops::moe::MoeWeights;
+use crate::ops::qsa::{BlockKeyWeights, QsaShape};
 use crate::ops::rope::Rope;
 use crate::session::SeqRun;
 
@@ -72,6 +73,18 @@ pub struct DeltaBufs<'a, B: Backend + ?Sized> {
     pub beta: &'a Buf<B>,
 }
 
+/// The inputs of [`Backend::attend_qsa`] (all `[T][…]`).
+pub struct QsaBufs<'a, B: Backend + ?Sized> {
+    /// Queries `[T][n_head·head_dim]`, keys and values `[T][n_kv_head·head_dim]` (normed and
+    /// rotated as for [`Backend::attend`]).
+    pub q: &'a Buf<B>,
+    pub k: &'a Buf<B>,
+    pub v: &'a Buf<B>,
+    /// Indexer queries `[T][ni·di]` (normed and rotated) and raw indexer keys `[T][di]`.
+    pub iq: &'a Buf<B>,
+    pub ik: &'a Buf<B>,
+}
+
 /// The ops of the model graphs (see the module docs). Element-wise ops require equal shapes;
 /// a mismatch is a bug in the graph (debug assertions), not an input error.
 pub trait Backend: Sync {
@@ -88,6 +101,19 @@ pub trait Backend: Sync {
         table: &Matrix<'_>,
         scale: f32,
         tokens: &[u32],
+        x: &mut Buf<Self>,
+    ) -> Result<(), EngineError>;
+
+    /// Row `t` of `x` = the table rows `ids[t·per_row .. (t+1)·per_row]` side by side
+    /// (`[T][per_row·table.cols]`, resized): a hyper-connection residual of `per_row` copies
+    /// of each token's embedding, or PLE's hashed n-gram rows.
+    ///
+    /// Errors: an id outside the table.
+    fn embed_rows(
+        &self,
+        table: &Matrix<'_>,
+        ids: &[u32],
+        per_row: usize,
         x: &mut Buf<Self>,
     ) -> Result<(), EngineError>;
 
@@ -109,6 +135,18 @@ pub trait Backend: Sync {
     /// RMS norm of every `w.len()`-wide piece of `x` (a token row, or one head of it) times
     /// `w`, into `out` (resized to `x`'s shape).
     fn rms_norm(&self, x: &Buf<Self>, w: &[f32], eps: f32, out: &mut Buf<Self>);
+
+    /// RMS norm of every `group`-wide piece of `x` on its own, times `w` (one weight per
+    /// element of a row: `w.len() == x.cols()`), into `out` (resized): a hyper-connection row
+    /// normed per stream.
+    fn rms_norm_grouped(
+        &self,
+        x: &Buf<Self>,
+        w: &[f32],
+        group: usize,
+        eps: f32,
+        out: &mut Buf<Self>,
+    );
 
     /// [`Backend::rms_norm`] in place.
     fn rms_norm_in_place(&self, x: &mut Buf<Self>, w: &[f32], eps: f32);
@@ -134,6 +172,21 @@ pub trait Backend: Sync {
         out: &mut Buf<Self>,
     );
 
+    /// [`Backend::attend`] restricted by QSA (see [`crate::ops::qsa`]): for every sequence,
+    /// appends its keys, values and raw indexer keys to its cache of attention layer `layer`,
+    /// then attends each query over its kept tokens into `out` (`[T][n_head·head_dim]`).
+    #[allow(clippy::too_many_arguments)]
+    fn attend_qsa(
+        &self,
+        seqs: &mut [SeqRun<'_>],
+        layer: usize,
+        x: QsaBufs<'_, Self>,
+        shape: &AttnShape,
+        qsa: &QsaShape,
+        bk: BlockKeyWeights<'_>,
+        out: &mut Buf<Self>,
+    );
+
     /// For every sequence: its rows of `x` (`[T][C]`) through the causal depthwise convolution
     /// `w` (`[C][K]`) continuing its conv state of recurrent layer `layer`, into `out`.
     fn conv1d(
@@ -142,6 +195,18 @@ pub trait Backend: Sync {
         layer: usize,
         x: &Buf<Self>,
         w: &[f32],
+        out: &mut Buf<Self>,
+    );
+
+    /// For every sequence: its rows of `x` (`[T][C]`) through PLE's depthwise convolution `w`
+    /// (`[C][K]`) with its taps `dilation` rows apart, continuing the sequence's PLE state
+    /// ([`crate::recurrent_state::PleState::conv`]), into `out` (resized).
+    fn ple_conv(
+        &self,
+        seqs: &mut [SeqRun<'_>],
+        x: &Buf<Self>,
+        w: &[f32],
+        dilation: usize,
         out: &mut Buf<Self>,
     );
 
@@ -173,6 +238,21 @@ pub trait Backend: Sync {
     /// `a += b`.
     fn add(&self, a: &mut Buf<Self>, b: &Buf<Self>);
 
+    /// `x *= s`.
+    fn scale(&self, x: &mut Buf<Self>, s: f32);
+
+    /// Hyper-connection collapse: `out[t] = (1/hc) · Σ_s σ(g[t][s]) ⊙ rn[t][s]` over the
+    /// `hc = n_streams` streams of `rn` and `g` (`[T][hc·d]`); `out`: `[T][d]`, resized.
+    fn hc_collapse(&self, rn: &Buf<Self>, g: &Buf<Self>, n_streams: usize, out: &mut Buf<Self>);
+
+    /// Hyper-connection combine: `r[t][s] += 2·σ(inj[t][s] / hc) · y[t]` for every stream;
+    /// `r`: `[T][hc·d]`, `y`: `[T][d]`, `inj`: `[T][hc]`.
+    fn hc_expand_add(&self, r: &mut Buf<Self>, y: &Buf<Self>, inj: &Buf<Self>);
+
+    /// PLE gate: `out[t][s] = σ(sign(σₛ)·√max(|σₛ|, 1e-6)) · val[t]`, `σₛ = key[t][s] ·
+    /// qry[t][s] / √d` per stream; `key`, `qry`: `[T][hc·d]`, `val`: `[T][d]`, `out` as `key`.
+    fn ple_gate(&self, key: &Buf<Self>, qry: &Buf<Self>, val: &Buf<Self>, out: &mut Buf<Self>);
+
     /// `gate = act(gate) ⊙ up`.
     fn glu(&self, act: Glu, gate: &mut Buf<Self>, up: &Buf<Self>);
 
@@ -195,6 +275,10 @@ pub trait Backend: Sync {
     /// multiple of their sum) and piece `i` of every repeat goes, in order, to `outs[i]`
     /// (resized). Example: a `[q | gate]` pair per head → a q buffer and a gate buffer.
     fn split(&self, x: &Buf<Self>, widths: &[usize], outs: &mut [&mut Buf<Self>]);
+
+    /// The rows of `parts` side by side (`[T][Σ cols]`, resized): the inverse of
+    /// [`Backend::split`] with one piece per part.
+    fn concat(&self, parts: &[&Buf<Self>], out: &mut Buf<Self>);
 
     /// `out[i] = x[rows[i]]`.
     fn gather_rows(&self, x: &Buf<Self>, rows: &[usize], out: &mut Buf<Self>);

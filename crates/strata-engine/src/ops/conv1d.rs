@@ -15,8 +15,25 @@ use crate::pool::Pool;
 /// f32, as ggml does. Groups of output rows run in parallel on `pool`.
 pub fn causal_conv1d(pool: &Pool, x: &[f32], w: &[f32], state: &mut [f32], out: &mut [f32]) {
     let c_n = w.len() - state.len();
-    let k = w.len() / c_n;
-    let keep = k - 1;
+    dilated_causal_conv1d(pool, x, w, w.len() / c_n, 1, state, out);
+}
+
+/// [`causal_conv1d`] with its `k` taps `dilation` rows apart:
+/// `out[t][c] = Σ_{i<K} in[t + i·dilation][c] · w[c][i]`, where `in` is the
+/// `(K − 1)·dilation` saved rows of `state` followed by the rows of `x`; afterwards `state`
+/// holds the last `(K − 1)·dilation` rows of `in` (PLE's convolution, dilation = n-gram size).
+pub fn dilated_causal_conv1d(
+    pool: &Pool,
+    x: &[f32],
+    w: &[f32],
+    k: usize,
+    dilation: usize,
+    state: &mut [f32],
+    out: &mut [f32],
+) {
+    let c_n = w.len() / k;
+    let keep = (k - 1) * dilation;
+    debug_assert_eq!(state.len(), keep * c_n);
     let t_n = x.len() / c_n;
     debug_assert_eq!(out.len(), x.len());
     let saved = &*state;
@@ -25,7 +42,7 @@ pub fn causal_conv1d(pool: &Pool, x: &[f32], w: &[f32], state: &mut [f32], out: 
             // Row by row of `in`, so every sum still adds its terms in order of i.
             o.fill(0.0);
             for i in 0..k {
-                let row = t + i;
+                let row = t + i * dilation;
                 let src = if row < keep {
                     &saved[row * c_n..(row + 1) * c_n]
                 } else {
@@ -109,5 +126,39 @@ mod tests {
         };
         let want = run(1);
         assert!(run(2) == want && run(3) == want);
+    }
+
+    #[test]
+    fn dilated_taps_reach_back_across_calls() {
+        let (c_n, k, dil, t_n) = (2, 3, 3, 11);
+        let w: Vec<f32> = (0..c_n * k).map(|i| 0.5 + i as f32).collect();
+        let x: Vec<f32> = (0..t_n * c_n).map(|i| (i as f32 * 0.9).sin()).collect();
+        let formula = |t: usize, c: usize| -> f32 {
+            let mut want = 0.0;
+            for i in 0..k {
+                let back = (k - 1 - i) * dil;
+                if t >= back {
+                    want += x[(t - back) * c_n + c] * w[c * k + i];
+                }
+            }
+            want
+        };
+        let mut state = vec![0.0; (k - 1) * dil * c_n];
+        let mut out = vec![0.0; c_n];
+        for t in 0..t_n {
+            let xt = &x[t * c_n..(t + 1) * c_n];
+            dilated_causal_conv1d(crate::pool::global(), xt, &w, k, dil, &mut state, &mut out);
+            for (c, o) in out.iter().enumerate() {
+                assert!((o - formula(t, c)).abs() < 1e-6, "t{t} c{c}");
+            }
+        }
+        let mut s2 = vec![0.0; (k - 1) * dil * c_n];
+        let mut all = vec![0.0; x.len()];
+        dilated_causal_conv1d(crate::pool::global(), &x, &w, k, dil, &mut s2, &mut all);
+        assert_eq!(
+            s2, state,
+            "one call and one token at a time leave the same state"
+        );
+        assert!((all[(t_n - 1) * c_n] - out[0]).abs() == 0.0);
     }
 }

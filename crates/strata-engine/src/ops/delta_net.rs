@@ -1,5 +1,6 @@
 //! The gated delta rule of Gated DeltaNet (Yang, Kautz & Hatamizadeh, "Gated Delta Networks:
-//! Improving Mamba2 with Delta Rule", 2024), per value head h with key head h / (H_v / H_k):
+//! Improving Mamba2 with Delta Rule", 2024), per value head h with key head h / (H_v / H_k)
+//! (or h mod H_k, [`KeyHeads`]):
 //!
 //! ```text
 //! S ← g·S                       g = exp(log_decay), the gate
@@ -37,15 +38,27 @@ thread_local! {
     static BY_HEAD: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Which query/key head a value head reads, when there are fewer key heads than value heads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KeyHeads {
+    /// Value head h reads key head `h / (n_v_heads / n_k_heads)` (Qwen3-Next's GGUF order).
+    #[default]
+    Grouped,
+    /// Value head h reads key head `h % n_k_heads` (qwen4exp: the converter reorders the
+    /// value heads, `_LinearAttentionVReorderBase`).
+    Tiled,
+}
+
 /// Head counts and widths of one delta-rule call.
 #[derive(Clone, Copy, Debug)]
 pub struct DeltaShape {
     /// Value heads (each has its own state); a multiple of `n_k_heads`.
     pub n_v_heads: usize,
-    /// Query/key heads; value head h reads key head `h / (n_v_heads / n_k_heads)`.
+    /// Query/key heads; which one a value head reads: `key_heads`.
     pub n_k_heads: usize,
     pub d_k: usize,
     pub d_v: usize,
+    pub key_heads: KeyHeads,
 }
 
 /// The inputs of T tokens. `q`, `k`: `[T][n_k_heads][d_k]` (L2-normalised);
@@ -61,7 +74,10 @@ pub struct DeltaInputs<'a> {
 
 impl DeltaShape {
     fn kv_head(&self, h: usize) -> usize {
-        h / (self.n_v_heads / self.n_k_heads)
+        match self.key_heads {
+            KeyHeads::Grouped => h / (self.n_v_heads / self.n_k_heads),
+            KeyHeads::Tiled => h % self.n_k_heads,
+        }
     }
 }
 

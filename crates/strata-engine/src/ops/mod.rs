@@ -7,9 +7,12 @@ pub mod attention;
 pub mod conv1d;
 pub mod delta_net;
 pub mod gate;
+pub mod hyper;
 pub mod linear;
 pub mod moe;
 pub mod norm;
+pub mod ple;
+pub mod qsa;
 pub mod rope;
 
 use std::ops::Range;

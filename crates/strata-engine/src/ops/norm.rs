@@ -35,6 +35,22 @@ pub fn rms_norm_rows(pool: &Pool, x: &[f32], weight: &[f32], eps: f32, out: &mut
     });
 }
 
+/// Grouped RMS norm over `[T][w.len()]` buffers: every `group`-wide piece of a row is
+/// normed on its own, then the whole row is multiplied by `w` (one weight per element; a
+/// hyper-connection row normed per stream). Groups of rows run in parallel on `pool`.
+pub fn rms_norm_groups(pool: &Pool, x: &[f32], w: &[f32], group: usize, eps: f32, out: &mut [f32]) {
+    let d = w.len();
+    debug_assert_eq!(d % group, 0);
+    par_chunks(pool, out, d, |r, out| {
+        for (xr, or) in x[r].chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+            let pieces = xr.chunks_exact(group).zip(or.chunks_exact_mut(group));
+            for ((xg, og), wg) in pieces.zip(w.chunks_exact(group)) {
+                rms_norm(xg, wg, eps, og);
+            }
+        }
+    });
+}
+
 fn rms_scale(x: &[f32], eps: f32) -> f32 {
     let sum: f64 = x.iter().map(|v| (*v as f64) * (*v as f64)).sum();
     let mean = (sum / x.len() as f64) as f32;
@@ -56,5 +72,18 @@ mod tests {
         rms_norm_rows_in_place(crate::pool::global(), &mut y, &[1.0, 2.0], 0.0);
         assert!((y[0] - 3.0 / 12.5f32.sqrt()).abs() < 1e-6);
         assert!((y[3] - 2.0 * 5.0 / 12.5f32.sqrt()).abs() < 1e-6);
+        // Two groups of two, each normed on its own, then one weight per element.
+        let mut g = [0.0f32; 4];
+        rms_norm_groups(
+            crate::pool::global(),
+            &x,
+            &[1.0, 1.0, 1.0, 2.0],
+            2,
+            0.0,
+            &mut g,
+        );
+        let a = 1.0 / 12.5f32.sqrt(); // both groups have mean square 12.5
+        assert!((g[0] - 3.0 * a).abs() < 1e-6 && (g[1] + 4.0 * a).abs() < 1e-6);
+        assert!(g[2] == 0.0 && (g[3] - 10.0 * a).abs() < 1e-6);
     }
 }

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+pub mod npy;
+pub mod qwen4exp;
 pub mod tiny;
 
 /// The three real models, by known name and file name (see scripts/make_refs.py).

@@ -13,7 +13,6 @@ use super::{Architecture, Graph};
 use crate::backend::{Cpu, HostMem};
 use crate::config::{moe_config, Arch, ModelConfig};
 use crate::error::EngineError;
-use crate::ops::linear::Matrix;
 use crate::ops::rope::{Rope, RopeStyle};
 use crate::session::SeqRun;
 use crate::workspace::Workspace;
@@ -28,6 +27,7 @@ impl Architecture for Dense {
     }
 
     fn configure(&self, meta: &Metadata, cfg: &mut ModelConfig) -> Result<(), EngineError> {
+        cfg.require_n_ff(meta)?;
         let a = cfg.arch.name();
         let key = |k: &str| format!("{a}.{k}");
         if cfg.arch == Arch::Llama {
@@ -94,7 +94,13 @@ impl Graph for Weights {
         graph::forward(be, cfg, self, ws, seqs, tokens)
     }
 
-    fn head(&self) -> (&[f32], &Matrix<'static>) {
-        (&self.output_norm, &self.output)
+    fn output(
+        &self,
+        be: &Cpu<'_>,
+        cfg: &ModelConfig,
+        ws: &mut Workspace<HostMem>,
+        rows: &[usize],
+    ) -> Result<(), EngineError> {
+        graph::output(be, cfg, &self.output_norm, &self.output, ws, rows)
     }
 }

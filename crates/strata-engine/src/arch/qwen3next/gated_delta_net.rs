@@ -53,6 +53,7 @@ pub(super) fn mixer<B: Backend>(
         n_k_heads: s.n_k_heads,
         d_k: s.head_k_dim,
         d_v: s.head_v_dim,
+        key_heads: Default::default(),
     };
     let inputs = DeltaBufs {
         q: &h.q,

@@ -17,7 +17,6 @@ use super::{Architecture, Graph};
 use crate::backend::{Cpu, HostMem};
 use crate::config::{moe_config, ModelConfig, SsmConfig};
 use crate::error::EngineError;
-use crate::ops::linear::Matrix;
 use crate::session::SeqRun;
 use crate::workspace::Workspace;
 pub use graph::HybridScratch;
@@ -32,6 +31,7 @@ impl Architecture for Qwen3Next {
     }
 
     fn configure(&self, meta: &Metadata, cfg: &mut ModelConfig) -> Result<(), EngineError> {
+        cfg.require_n_ff(meta)?;
         let a = cfg.arch.name();
         cfg.moe = Some(moe_config(meta, a, cfg.n_ff)?);
         cfg.ssm = Some(SsmConfig::from_metadata(meta, a, cfg.n_layer)?);
@@ -59,7 +59,13 @@ impl Graph for HybridWeights {
         graph::forward(be, cfg, self, ws, seqs, tokens)
     }
 
-    fn head(&self) -> (&[f32], &Matrix<'static>) {
-        (&self.output_norm, &self.output)
+    fn output(
+        &self,
+        be: &Cpu<'_>,
+        cfg: &ModelConfig,
+        ws: &mut Workspace<HostMem>,
+        rows: &[usize],
+    ) -> Result<(), EngineError> {
+        crate::arch::dense::graph::output(be, cfg, &self.output_norm, &self.output, ws, rows)
     }
 }

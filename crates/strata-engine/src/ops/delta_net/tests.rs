@@ -30,6 +30,7 @@ fn case(t_n: usize, seed: u64) -> Case {
         n_k_heads: 2,
         d_k: 16,
         d_v: 8,
+        key_heads: Default::default(),
     };
     case_of(shape, t_n, seed)
 }
@@ -165,6 +166,7 @@ fn results_are_bit_identical_for_any_worker_count() {
         n_k_heads: 2,
         d_k: 64,
         d_v: 64,
+        key_heads: Default::default(),
     };
     let pools: Vec<Pool> = (1..=3)
         .map(|n| {
@@ -213,14 +215,21 @@ fn l2_norm_gives_unit_heads() {
 
 /// Heads grouped several to a task (32 × 32 heads: 4 per task for one token, 2 for three)
 /// give each head the bits it gets when run alone as a one-head call, so a head is never
-/// paired with another head's state, inputs or output rows.
+/// paired with another head's state, inputs or output rows; in both key-head orders.
 #[test]
 fn grouped_heads_match_each_head_run_alone() {
+    for key_heads in [KeyHeads::Grouped, KeyHeads::Tiled] {
+        heads_match_each_head_run_alone(key_heads);
+    }
+}
+
+fn heads_match_each_head_run_alone(key_heads: KeyHeads) {
     let shape = DeltaShape {
         n_v_heads: 6,
         n_k_heads: 2,
         d_k: 32,
         d_v: 32,
+        key_heads,
     };
     let (nv, nk, dk, dv) = (6, 2, 32, 32);
     let pool = Pool::new(PoolOptions {
@@ -241,9 +250,13 @@ fn grouped_heads_match_each_head_run_alone() {
                 n_k_heads: 1,
                 d_k: dk,
                 d_v: dv,
+                key_heads: Default::default(),
             };
             for h in 0..nv {
-                let kh = h / (nv / nk);
+                let kh = match key_heads {
+                    KeyHeads::Grouped => h / (nv / nk),
+                    KeyHeads::Tiled => h % nk,
+                };
                 let per_tok = |v: &[f32], heads: usize, i: usize, w: usize| -> Vec<f32> {
                     (0..t_n)
                         .flat_map(|t| v[(t * heads + i) * w..][..w].to_vec())
@@ -267,12 +280,12 @@ fn grouped_heads_match_each_head_run_alone() {
                 assert_eq!(
                     bits(&st),
                     bits(&state[h * dv * dk..(h + 1) * dv * dk]),
-                    "{form} T={t_n} head {h}: state"
+                    "{form} {key_heads:?} T={t_n} head {h}: state"
                 );
                 assert_eq!(
                     bits(&o),
                     bits(&per_tok(&out, nv, h, dv)),
-                    "{form} T={t_n} head {h}: outputs"
+                    "{form} {key_heads:?} T={t_n} head {h}: outputs"
                 );
             }
         }

@@ -1,0 +1,251 @@
+//! QSA sparse attention (`qwen4exp`): a lightning indexer scores blocks of `r` cached tokens
+//! and each query attends only to its best `budget / r` whole blocks plus its incomplete last
+//! block (the tail, always kept).
+//!
+//! ```text
+//! kb    = rope( rms_norm(mean_{t in b} kr_t) · k_norm, pos = b·r )    block b = tokens b·r .. b·r+r−1
+//! s_b   = Σ_h relu(qi_h · kb) / √di                                    qi normed and rotated at p
+//! keep  = the min(budget/r, nb) best blocks (nb = (p+1) / r complete blocks) + tokens nb·r ..= p
+//! o     = softmax(q·Kᵀ·scale over the kept tokens) · V
+//! ```
+//!
+//! While every complete block fits the budget (`p ≤ budget + r − 2`) a query keeps all its
+//! tokens: it runs the dense kernel ([`super::attention::attention`]), whose results it then
+//! equals bit for bit. Later queries attend over their kept tokens here. Both choices depend
+//! only on the query's position and the cache, so a position's output does not depend on how
+//! many tokens share its call (batch invariance). Block keys are recomputed from the raw
+//! cached keys (`kr`, before norm and RoPE, [`crate::kv_cache::LayerKv::index_keys`]) on each
+//! call, always the same way.
+//!
+//! Source: transformers `modeling_qwen4_exp.py`, `Qwen4ExpTextQSAIndexer.forward` and
+//! `Qwen4ExpTextAttention.forward` (llama.cpp `src/models/qwen4exp.cpp`, `build_qsa_top_k`,
+//! which keeps a few tokens too many: docs/qwen4exp.md, disagreement 1).
+
+use std::cell::RefCell;
+
+use half::f16;
+
+use super::attention::{attention, AttnShape};
+use super::norm::rms_norm;
+use super::rope::Rope;
+use super::{dot, par_chunks};
+use crate::kv_cache::{KvRows, LayerKv};
+use crate::pool::Pool;
+
+/// The indexer's shape and the budget of one QSA layer.
+#[derive(Clone, Copy, Debug)]
+pub struct QsaShape {
+    /// Tokens per block `r` (> 0).
+    pub ratio: usize,
+    /// Tokens a query reads from whole blocks (a multiple of `ratio`).
+    pub budget: usize,
+    /// Indexer query heads `ni` (one key head).
+    pub n_head: usize,
+    /// Indexer head width `di`.
+    pub head_dim: usize,
+    /// RMS norm epsilon of the pooled block keys.
+    pub eps: f32,
+}
+
+impl QsaShape {
+    /// Blocks a query keeps at most.
+    fn max_blocks(&self) -> usize {
+        self.budget / self.ratio
+    }
+
+    /// Whether the query at `pos` keeps every token before it.
+    pub fn is_dense_at(&self, pos: usize) -> bool {
+        (pos + 1) / self.ratio <= self.max_blocks()
+    }
+}
+
+/// The block keys' weights: the RMS norm gamma (`indexer.k_norm`, `[di]`) and the rotation.
+#[derive(Clone, Copy)]
+pub struct BlockKeyWeights<'a> {
+    pub k_norm: &'a [f32],
+    pub rope: &'a Rope,
+}
+
+/// Block keys `[n_blocks][di]` and the buffers that make them.
+#[derive(Default)]
+pub struct BlockKeys {
+    pub keys: Vec<f32>,
+    /// RoPE angles `[n_rot]` and one pooled key `[di]`.
+    cs: Vec<f32>,
+    mean: Vec<f32>,
+}
+
+/// Per-thread buffers of the sparse queries.
+#[derive(Default)]
+struct Scratch {
+    /// Block scores, then (score, block) pairs being ranked.
+    ranked: Vec<(f32, usize)>,
+    /// Kept positions, ascending.
+    positions: Vec<usize>,
+    /// Attention weights over the kept positions.
+    weights: Vec<f32>,
+    /// One key or value row in f32 (f16 caches).
+    row: Vec<f32>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+    /// Block keys `[n_blocks][di]` of the sequence being attended (calling thread).
+    static BLOCK_KEYS: RefCell<BlockKeys> = RefCell::new(BlockKeys::default());
+}
+
+/// Attention of `T = q.len() / (n_head·head_dim)` queries at positions `pos0 .. pos0+T`
+/// against the cache, restricted to each query's kept tokens. The cache already holds the
+/// keys, values and raw indexer keys of those positions.
+///
+/// `q`: `[T][n_head·head_dim]` (normed and rotated); `iq`: `[T][ni·di]` indexer queries
+/// (normed and rotated); `out`: as `q`.
+#[allow(clippy::too_many_arguments)]
+pub fn qsa_attention(
+    pool: &Pool,
+    q: &[f32],
+    iq: &[f32],
+    kv: &LayerKv,
+    pos0: usize,
+    s: &AttnShape,
+    qsa: &QsaShape,
+    bk: BlockKeyWeights<'_>,
+    out: &mut [f32],
+) {
+    let width = s.n_head * s.head_dim;
+    let t_n = q.len() / width;
+    let n_dense = (0..t_n).take_while(|t| qsa.is_dense_at(pos0 + t)).count();
+    if n_dense > 0 {
+        let rows = 0..n_dense * width;
+        attention(pool, &q[rows.clone()], kv, pos0, s, &mut out[rows]);
+    }
+    if n_dense == t_n {
+        return;
+    }
+    let raw = kv.index_keys().expect("a QSA layer caches indexer keys");
+    let n_blocks = (pos0 + t_n) / qsa.ratio;
+    BLOCK_KEYS.with(|cell| {
+        let bks = &mut *cell.borrow_mut();
+        block_keys(|p| raw.row(p), n_blocks, qsa, bk, bks);
+        let keys = &bks.keys[..];
+        let iw = qsa.n_head * qsa.head_dim;
+        let sparse = &mut out[n_dense * width..];
+        par_chunks(pool, sparse, width, |r, o| {
+            SCRATCH.with(|sc| {
+                let sc = &mut *sc.borrow_mut();
+                for (i, o) in o.chunks_exact_mut(width).enumerate() {
+                    let t = n_dense + r.start / width + i;
+                    let p = pos0 + t;
+                    let iq_t = &iq[t * iw..(t + 1) * iw];
+                    kept_positions(iq_t, keys, p, qsa, sc);
+                    attend_positions(&q[t * width..(t + 1) * width], kv, s, sc, o);
+                }
+            });
+        });
+    });
+}
+
+/// Fills `out.keys` with the keys `[n_blocks][di]` of the first `n_blocks` complete blocks:
+/// the mean of the block's raw keys (added in order, then scaled), RMS-normed times
+/// `k_norm`, rotated at the block's first position.
+pub fn block_keys<'a>(
+    raw: impl Fn(usize) -> &'a [f32],
+    n_blocks: usize,
+    qsa: &QsaShape,
+    bk: BlockKeyWeights<'_>,
+    out: &mut BlockKeys,
+) {
+    let (r, di) = (qsa.ratio, qsa.head_dim);
+    let BlockKeys { keys, cs, mean } = out;
+    keys.clear();
+    keys.resize(n_blocks * di, 0.0);
+    cs.resize(bk.rope.n_rot, 0.0);
+    mean.resize(di, 0.0);
+    let inv = 1.0 / r as f32;
+    for (b, key) in keys.chunks_exact_mut(di).enumerate() {
+        mean.fill(0.0);
+        for t in b * r..(b + 1) * r {
+            mean.iter_mut().zip(raw(t)).for_each(|(m, k)| *m += k);
+        }
+        mean.iter_mut().for_each(|m| *m *= inv);
+        rms_norm(mean, bk.k_norm, qsa.eps, key);
+        bk.rope.angles(b * r, cs);
+        bk.rope.apply(key, di, cs);
+    }
+}
+
+/// The positions the query at `p` keeps, ascending, into `sc.positions`: the best
+/// `budget / r` complete blocks by indexer score (ties broken as `torch.topk` breaks them,
+/// [`topk`]), then the tail.
+fn kept_positions(iq: &[f32], keys: &[f32], p: usize, qsa: &QsaShape, sc: &mut Scratch) {
+    let (r, di) = (qsa.ratio, qsa.head_dim);
+    let nb = (p + 1) / r;
+    let inv_sqrt = 1.0 / (di as f32).sqrt();
+    sc.ranked.clear();
+    for (b, kb) in keys[..nb * di].chunks_exact(di).enumerate() {
+        let s: f32 = iq
+            .chunks_exact(di)
+            .map(|qh| dot(qh, kb).max(0.0))
+            .sum::<f32>()
+            * inv_sqrt;
+        sc.ranked.push((s, b));
+    }
+    let keep = qsa.max_blocks().min(nb);
+    torch_topk(&mut sc.ranked, keep);
+    sc.ranked.truncate(keep);
+    sc.ranked.sort_unstable_by_key(|(_, b)| *b);
+    sc.positions.clear();
+    for &(_, b) in &sc.ranked {
+        sc.positions.extend(b * r..(b + 1) * r);
+    }
+    sc.positions.extend(nb * r..=p);
+}
+
+/// Softmax attention of one query row over `sc.positions` into `out` (`[n_head·head_dim]`).
+/// Per head: scores in position order, their maximum, weights `e^(s − max)` and their sum
+/// in order, then the weighted values in order, divided by the sum.
+fn attend_positions(q: &[f32], kv: &LayerKv, s: &AttnShape, sc: &mut Scratch, out: &mut [f32]) {
+    let (hd, group) = (s.head_dim, s.n_head / s.n_kv_head);
+    let (k_rows, v_rows) = (kv.k_rows(), kv.v_rows());
+    sc.row.resize(hd, 0.0);
+    for (h, (qh, oh)) in q.chunks_exact(hd).zip(out.chunks_exact_mut(hd)).enumerate() {
+        let at = (h / group) * hd;
+        sc.weights.clear();
+        for &p in &sc.positions {
+            let k = row_f32(k_rows, p, at, hd, &mut sc.row);
+            sc.weights.push(dot(qh, k) * s.scale);
+        }
+        let max = sc.weights.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0.0f32;
+        for w in sc.weights.iter_mut() {
+            *w = (*w - max).exp();
+            sum += *w;
+        }
+        oh.fill(0.0);
+        for (&p, &w) in sc.positions.iter().zip(&sc.weights) {
+            let v = row_f32(v_rows, p, at, hd, &mut sc.row);
+            oh.iter_mut().zip(v).for_each(|(o, v)| *o += w * v);
+        }
+        let inv = 1.0 / sum;
+        oh.iter_mut().for_each(|o| *o *= inv);
+    }
+}
+
+/// The `hd` cached elements of position `p` from `at` on, as f32 (converted into `buf` from
+/// an f16 cache).
+fn row_f32<'a>(rows: KvRows<'a>, p: usize, at: usize, hd: usize, buf: &'a mut [f32]) -> &'a [f32] {
+    match rows {
+        KvRows::F32(pg) => &pg.row(p)[at..at + hd],
+        KvRows::F16(pg) => {
+            let src: &[f16] = &pg.row(p)[at..at + hd];
+            buf.iter_mut().zip(src).for_each(|(d, h)| *d = h.to_f32());
+            buf
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
+mod topk;
+
+use topk::torch_topk;
