@@ -183,6 +183,11 @@ pub fn synth_ctx(s: &str) -> Result<usize, String> {
     int_in(s, 1, 1 << 32, "the training context").map(|v| v as usize)
 }
 
+/// `strata synth --ple-vocab-base` (qwen4exp's n-gram table rows per head): 2 to 200 000 000.
+pub fn synth_ple_base(s: &str) -> Result<u64, String> {
+    int_in(s, 2, 200_000_000, "the PLE vocabulary base").map(|v| v as u64)
+}
+
 /// Says `-ngl` is accepted but does nothing (until a GPU backend exists).
 pub fn warn_gpu_layers(n: Option<i64>) {
     if n.is_some() {

@@ -27,8 +27,10 @@ use tensors::{Planned, TypeChoice};
 #[derive(Args)]
 #[command(group(clap::ArgGroup::new("base").required(true).args(["preset", "arch"])))]
 pub struct SynthArgs {
-    /// Named shape: qwen3-30b-a3b, qwen3-next-80b-a3b, tiny-llama, tiny-qwen2, tiny-qwen3,
-    /// tiny-gemma3, tiny-qwen3moe, tiny-qwen3next. Dimension flags override it.
+    /// Named shape: qwen3-30b-a3b, qwen3-next-80b-a3b, qwen3.8-flash-next (qwen4exp),
+    /// tiny-llama, tiny-qwen2, tiny-qwen3, tiny-gemma3, tiny-qwen3moe, tiny-qwen3next,
+    /// tiny-qwen4exp. Dimension flags override it. `--layers N` keeps the pattern (every 4th
+    /// layer attention) and qwen4exp's PLE layer 1 when N >= 2.
     #[arg(long)]
     pub preset: Option<String>,
     /// Architecture, starting from its tiny shape (instead of --preset).
@@ -38,7 +40,9 @@ pub struct SynthArgs {
     #[arg(short = 'o', long)]
     pub output: PathBuf,
     /// Storage type of the weight matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1,
-    /// q4_k, q5_k, q6_k, or the mix q4_k_m. Norms, router and SSM parameters stay F32.
+    /// iq4_nl, q4_k, q5_k, q6_k, or the mix q4_k_m. Norms, router and SSM parameters stay
+    /// F32. Rows that are not whole blocks fall back as llama.cpp's quantizer does (q4_k:
+    /// q5_0, q5_k: q5_1, q6_k: q8_0; e.g. qwen4exp's 160-wide PLE table), else F16.
     #[arg(long = "type", default_value = "q8_0")]
     pub ty: String,
     /// Copy the tokenizer (every tokenizer.* key) from this GGUF or known model name
@@ -79,6 +83,11 @@ pub struct SynthArgs {
     /// Hidden width of the shared expert (qwen3next).
     #[arg(long, value_parser = crate::flags::synth_dim)]
     pub shared_ff: Option<usize>,
+    /// qwen4exp: rows of each PLE hash head start at the first primes >= this
+    /// (`ngram_vocab_size_base`; 20000000 in the real model, whose table has 320 M rows);
+    /// a small base makes a small table.
+    #[arg(long, value_parser = crate::flags::synth_ple_base)]
+    pub ple_vocab_base: Option<u64>,
     /// Training context written to the file.
     #[arg(long, value_parser = crate::flags::synth_ctx)]
     pub ctx: Option<usize>,
@@ -115,6 +124,9 @@ fn spec_of(a: &SynthArgs) -> Result<Spec> {
     set(&mut s.n_ff_exp, a.expert_ff);
     set(&mut s.n_ff_shexp, a.shared_ff);
     set(&mut s.n_ctx, a.ctx);
+    if let (Some(p), Some(base)) = (s.ple.as_mut(), a.ple_vocab_base) {
+        p.vocab_base = base;
+    }
     let head_dim = match a.head_dim {
         Some(h) => Some(h),
         None if a.embd.is_some() || a.heads.is_some() => Some(s.n_embd / s.n_head.max(1)),
@@ -122,28 +134,34 @@ fn spec_of(a: &SynthArgs) -> Result<Spec> {
     };
     if let Some(h) = head_dim {
         s.head_dim = h;
-        // qwen3next rotates a quarter of each head (partial_rotary_factor 0.25).
-        s.n_rot = if s.arch == SynthArch::Qwen3next {
+        // qwen3next and qwen4exp rotate a quarter of each head (partial_rotary_factor 0.25).
+        s.n_rot = if s.arch.is_hybrid() {
             h / 4
         } else {
             h
         };
         s.n_rot -= s.n_rot % 2;
     }
-    if a.preset.is_some() && (a.layers.is_some() || a.embd.is_some()) {
+    if a.preset.is_some()
+        && (a.layers.is_some() || a.embd.is_some() || a.ple_vocab_base.is_some())
+    {
         s.name = format!("{}-custom", s.name);
     }
     Ok(s)
 }
 
 /// Writes the tokenizer keys and returns the vocabulary size.
+/// A qwen4exp preset with a vocabulary size (the real shape: 248,320 tokens, which no
+/// known model's tokenizer has) gets a byte vocabulary of that size by default.
 fn tokenizer(
     a: &SynthArgs,
-    arch: SynthArch,
+    spec: &Spec,
     models_dir: &Path,
     w: &mut GgufWriter,
 ) -> Result<usize> {
-    let source = match (&a.vocab_from, a.vocab) {
+    let arch = spec.arch;
+    let own = (arch == SynthArch::Qwen4exp && spec.n_vocab > 1).then_some(spec.n_vocab);
+    let source = match (&a.vocab_from, a.vocab.or(own)) {
         (Some(src), _) => src.clone(),
         (None, Some(n)) => {
             vocab::write_bytes_vocab(n, w)?;
@@ -197,9 +215,11 @@ pub fn run(a: SynthArgs, models_dir: &Path) -> Result<()> {
     }
     let mut w = GgufWriter::new();
     // Architecture keys first, as llama.cpp's converter orders them.
+    let preset_vocab = spec.n_vocab;
     spec.n_vocab = 1;
     spec.write_metadata(&mut w, types.file_type());
-    spec.n_vocab = tokenizer(&a, spec.arch, models_dir, &mut w)?;
+    spec.n_vocab = preset_vocab;
+    spec.n_vocab = tokenizer(&a, &spec, models_dir, &mut w)?;
     spec.write_metadata(&mut w, types.file_type());
     spec.validate()?;
     // The engine reads the file's shape from this metadata and names its tensors.

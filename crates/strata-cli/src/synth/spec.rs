@@ -15,6 +15,7 @@ pub enum SynthArch {
     Gemma3,
     Qwen3moe,
     Qwen3next,
+    Qwen4exp,
 }
 
 impl SynthArch {
@@ -27,12 +28,21 @@ impl SynthArch {
             SynthArch::Gemma3 => "gemma3",
             SynthArch::Qwen3moe => "qwen3moe",
             SynthArch::Qwen3next => "qwen3next",
+            SynthArch::Qwen4exp => "qwen4exp",
         }
     }
 
     /// True for architectures with routed experts.
     pub fn is_moe(self) -> bool {
-        matches!(self, SynthArch::Qwen3moe | SynthArch::Qwen3next)
+        matches!(
+            self,
+            SynthArch::Qwen3moe | SynthArch::Qwen3next | SynthArch::Qwen4exp
+        )
+    }
+
+    /// True for the hybrid DeltaNet + gated attention architectures.
+    pub fn is_hybrid(self) -> bool {
+        matches!(self, SynthArch::Qwen3next | SynthArch::Qwen4exp)
     }
 }
 
@@ -51,6 +61,120 @@ pub struct Ssm {
     pub inner_size: usize,
     /// Every `full_attention_interval`-th layer is full attention, the rest DeltaNet.
     pub full_attention_interval: usize,
+}
+
+/// qwen4exp's hyper-connections (`{arch}.hyper_connection.*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hyper {
+    /// Residual streams (`hyper_connection.count`).
+    pub count: usize,
+    /// Low rank of the stream gates (`hyper_connection.low_rank`).
+    pub rank: usize,
+}
+
+/// qwen4exp's QSA indexer (`{arch}.attention.indexer.*`), on every attention layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Indexer {
+    pub n_head: usize,
+    pub head_dim: usize,
+    /// Budget in tokens (`attention.indexer.top_k`), a multiple of `ratio`.
+    pub top_k: usize,
+    /// Block size of every attention layer (`attention.compress_ratios`; 0 = dense).
+    pub ratio: usize,
+}
+
+/// qwen4exp's PLE n-gram hash embedding on one layer (`{arch}.ple.*`); the hash constants
+/// are derived as the checkpoint derives them (docs/qwen4exp.md, "The hash").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ple {
+    /// The PLE layer (a DeltaNet layer); dropped when `--layers` cuts it off.
+    pub layer: usize,
+    pub ngram: usize,
+    pub heads_per_ngram: usize,
+    pub conv_kernel: usize,
+    /// Row width of the table (`embedding_length_per_layer_input`); llama.cpp needs
+    /// `(ngram - 1) * heads_per_ngram * row == embd`.
+    pub row: usize,
+    /// `ngram_vocab_size_base`: head `h` has the `(h+1)`-th prime >= this many rows.
+    pub vocab_base: u64,
+    /// `ple.image_token_id` (written when inside the vocabulary).
+    pub image_token: Option<u64>,
+}
+
+/// The transformers checkpoint's seed of the n-gram multipliers.
+const PLE_SEED: u64 = 1234;
+const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// `_splitmix64` of transformers' Qwen4ExpTextNGramEmbedding.
+fn splitmix64(x: u64) -> u64 {
+    let w = x.wrapping_add(GAMMA);
+    let y = (w ^ (w >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    let z = (y ^ (y >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn is_prime(n: u64) -> bool {
+    if n < 2 {
+        return false;
+    }
+    let mut d = 2;
+    while d * d <= n {
+        if n.is_multiple_of(d) {
+            return false;
+        }
+        d += 1;
+    }
+    true
+}
+
+impl Ple {
+    pub fn n_heads(&self) -> usize {
+        (self.ngram - 1) * self.heads_per_ngram
+    }
+
+    /// `ple.layer_multipliers` for a vocabulary of `n_vocab` (`_build_layer_multipliers`,
+    /// PLE layer index 0): odd, and below `(2^63-1) / n_vocab`.
+    pub fn multipliers(&self, n_vocab: usize) -> Vec<u64> {
+        let half = ((i64::MAX as u64 / n_vocab.max(1) as u64) / 2).max(1);
+        let ple_index = 0u64;
+        (0..self.ngram as u64)
+            .map(|j| {
+                let x = PLE_SEED
+                    .wrapping_add(10_007 * ple_index)
+                    .wrapping_add(GAMMA.wrapping_mul(j + 1));
+                2 * (splitmix64(x) % half) + 1
+            })
+            .collect()
+    }
+
+    /// `ple.head_vocab_sizes`: the first `n_heads` primes >= `vocab_base`.
+    pub fn head_vocab_sizes(&self) -> Vec<u64> {
+        (self.vocab_base..)
+            .filter(|n| is_prime(*n))
+            .take(self.n_heads())
+            .collect()
+    }
+
+    /// `ple.head_offsets`: prefix sums of the head sizes.
+    pub fn head_offsets(&self) -> Vec<u64> {
+        self.head_vocab_sizes()
+            .iter()
+            .scan(0u64, |acc, v| {
+                let o = *acc;
+                *acc += v;
+                Some(o)
+            })
+            .collect()
+    }
+}
+
+/// The four M-RoPE sections of `n_rot` rotated dims (`n_rot / 2` frequencies split 3 ways,
+/// as `[11, 11, 10, 0]` for 64).
+fn rope_sections(n_rot: usize) -> Vec<i32> {
+    let n = n_rot / 2;
+    let s0 = n.div_ceil(3);
+    let s1 = (n - s0).div_ceil(2);
+    vec![s0 as i32, s1 as i32, (n - s0 - s1) as i32, 0]
 }
 
 /// Every dimension of one synthetic model.
@@ -85,26 +209,36 @@ pub struct Spec {
     /// Gemma 3 sliding window (0 = none).
     pub sliding_window: usize,
     pub ssm: Option<Ssm>,
+    /// qwen4exp only.
+    pub hyper: Option<Hyper>,
+    pub indexer: Option<Indexer>,
+    pub ple: Option<Ple>,
 }
 
 /// Names accepted by `--preset`.
-pub const PRESETS: [&str; 8] = [
+pub const PRESETS: [&str; 10] = [
     "qwen3-30b-a3b",
     "qwen3-next-80b-a3b",
+    "qwen3.8-flash-next",
     "tiny-llama",
     "tiny-qwen2",
     "tiny-qwen3",
     "tiny-gemma3",
     "tiny-qwen3moe",
     "tiny-qwen3next",
+    "tiny-qwen4exp",
 ];
 
 impl Spec {
-    /// Small defaults for `arch`: 2 layers (4 for qwen3next: 3 DeltaNet + 1 attention),
-    /// width 256, 4 heads of 64, 2 KV heads, 8 experts of width 256 with 2 used.
+    /// Small defaults for `arch`: 2 layers (4 for qwen3next and qwen4exp: 3 DeltaNet + 1
+    /// attention), width 256, 4 heads of 64, 2 KV heads, 8 experts of width 256 with 2 used.
+    /// qwen4exp adds 4 hyper-connection streams of rank 32, a QSA indexer of 2 heads x 32
+    /// (budget 16, blocks of 4) and PLE on layer 1 (3-grams, 2 heads each, rows of 64, primes
+    /// from 1000: a 4096-row table), as `scripts/make_tiny_qwen4exp.py`'s reference model.
     pub fn tiny(arch: SynthArch) -> Spec {
         let moe = arch.is_moe();
-        let next = arch == SynthArch::Qwen3next;
+        let next = arch.is_hybrid();
+        let q4e = arch == SynthArch::Qwen4exp;
         Spec {
             arch,
             name: format!("synth-tiny-{}", arch.name()),
@@ -135,6 +269,22 @@ impl Spec {
                 time_step_rank: 4,
                 inner_size: 256,
                 full_attention_interval: 4,
+            }),
+            hyper: q4e.then_some(Hyper { count: 4, rank: 32 }),
+            indexer: q4e.then_some(Indexer {
+                n_head: 2,
+                head_dim: 32,
+                top_k: 16,
+                ratio: 4,
+            }),
+            ple: q4e.then_some(Ple {
+                layer: 1,
+                ngram: 3,
+                heads_per_ngram: 2,
+                conv_kernel: 4,
+                row: 64,
+                vocab_base: 1000,
+                image_token: None,
             }),
         }
     }
@@ -171,6 +321,9 @@ impl Spec {
                 rms_eps: 1e-6,
                 sliding_window: 0,
                 ssm: None,
+                hyper: None,
+                indexer: None,
+                ple: None,
             },
             // Qwen/Qwen3-Next-80B-A3B-Instruct config.json (partial_rotary_factor 0.25).
             "qwen3-next-80b-a3b" => Spec {
@@ -199,6 +352,57 @@ impl Spec {
                     time_step_rank: 32,
                     inner_size: 4096,
                     full_attention_interval: 4,
+                }),
+                hyper: None,
+                indexer: None,
+                ple: None,
+            },
+            // Qwen3.8-Flash-Next: docs/qwen4exp.md, "The real model".
+            "qwen3.8-flash-next" => Spec {
+                arch: SynthArch::Qwen4exp,
+                name: "synth-qwen3.8-flash-next".into(),
+                n_layer: 48,
+                n_embd: 2560,
+                n_head: 24,
+                n_head_kv: 2,
+                head_dim: 256,
+                n_ff: 640,
+                n_expert: 512,
+                n_expert_used: 10,
+                n_ff_exp: 640,
+                n_ff_shexp: 640,
+                n_vocab: 248_320,
+                n_ctx: 262_144,
+                rope_base: 1e7,
+                n_rot: 64,
+                rms_eps: 1e-6,
+                sliding_window: 0,
+                ssm: Some(Ssm {
+                    conv_kernel: 4,
+                    state_size: 128,
+                    group_count: 16,
+                    time_step_rank: 48,
+                    inner_size: 6144,
+                    full_attention_interval: 4,
+                }),
+                hyper: Some(Hyper {
+                    count: 4,
+                    rank: 320,
+                }),
+                indexer: Some(Indexer {
+                    n_head: 4,
+                    head_dim: 128,
+                    top_k: 2048,
+                    ratio: 4,
+                }),
+                ple: Some(Ple {
+                    layer: 1,
+                    ngram: 3,
+                    heads_per_ngram: 8,
+                    conv_kernel: 4,
+                    row: 160,
+                    vocab_base: 20_000_000,
+                    image_token: Some(248_056),
                 }),
             },
             _ => bail!(
@@ -260,6 +464,28 @@ impl Spec {
                 bail!("inconsistent DeltaNet shape {s:?}");
             }
         }
+        if let Some(ix) = &self.indexer {
+            if ix.n_head == 0 || ix.head_dim < self.n_rot || ix.top_k == 0 {
+                bail!("indexer {ix:?} must have heads at least {} wide", self.n_rot);
+            }
+            if ix.ratio > 0 && !ix.top_k.is_multiple_of(ix.ratio) {
+                bail!("indexer budget {} is not a multiple of its blocks of {}", ix.top_k, ix.ratio);
+            }
+        }
+        if let Some(p) = self.ple_layer() {
+            // llama.cpp loads ple_key as [H, hc*H] (docs/qwen4exp.md, disagreement 6).
+            if p.n_heads() * p.row != self.n_embd {
+                bail!(
+                    "PLE rows of {} x {} heads must make the width {}",
+                    p.row,
+                    p.n_heads(),
+                    self.n_embd
+                );
+            }
+            if p.vocab_base < 2 {
+                bail!("--ple-vocab-base must be at least 2");
+            }
+        }
         Ok(())
     }
 
@@ -267,6 +493,64 @@ impl Spec {
     pub fn is_recurrent(&self, il: usize) -> bool {
         self.ssm
             .is_some_and(|s| !(il + 1).is_multiple_of(s.full_attention_interval))
+    }
+
+    /// The PLE layer, unless `--layers` cut it off or it is not a DeltaNet layer.
+    pub fn ple_layer(&self) -> Option<Ple> {
+        self.ple
+            .filter(|p| p.layer < self.n_layer && self.is_recurrent(p.layer))
+    }
+
+    /// qwen4exp's keys beyond qwen3next's, with the types llama.cpp's converter writes
+    /// (`conversion/qwen4exp.py`): M-RoPE sections, hyper-connections, the indexer and its
+    /// compress ratio on every attention layer, and PLE with its hash constants for the
+    /// vocabulary `n_vocab` (EOS: the tokenizer's `eos_token_id`, else the last token).
+    fn write_qwen4exp(&self, w: &mut GgufWriter) {
+        let a = self.arch.name();
+        let u = |w: &mut GgufWriter, k: &str, v: usize| {
+            w.set(format!("{a}.{k}"), v as u32);
+        };
+        w.set(
+            format!("{a}.rope.dimension_sections"),
+            rope_sections(self.n_rot),
+        );
+        if let Some(h) = &self.hyper {
+            u(w, "hyper_connection.count", h.count);
+            u(w, "hyper_connection.low_rank", h.rank);
+        }
+        if let Some(ix) = &self.indexer {
+            u(w, "attention.indexer.head_count", ix.n_head);
+            u(w, "attention.indexer.key_length", ix.head_dim);
+            u(w, "attention.indexer.top_k", ix.top_k);
+            let ratios: Vec<i32> = (0..self.n_layer)
+                .map(|il| match self.is_recurrent(il) {
+                    true => 0,
+                    false => ix.ratio as i32,
+                })
+                .collect();
+            w.set(format!("{a}.attention.compress_ratios"), ratios);
+        }
+        if let Some(p) = self.ple_layer() {
+            let eos = w
+                .metadata()
+                .u64("tokenizer.ggml.eos_token_id")
+                .unwrap_or(self.n_vocab.saturating_sub(1) as u64);
+            w.set(format!("{a}.ple.layers"), vec![p.layer as i32]);
+            u(w, "ple.ngram_size", p.ngram);
+            u(w, "ple.heads_per_ngram", p.heads_per_ngram);
+            u(w, "ple.conv_kernel", p.conv_kernel);
+            w.set(format!("{a}.ple.eos_token_id"), eos as u32);
+            if let Some(img) = p.image_token.filter(|t| *t < self.n_vocab as u64) {
+                w.set(format!("{a}.ple.image_token_id"), img as u32);
+            }
+            u(w, "embedding_length_per_layer_input", p.row);
+            w.set(
+                format!("{a}.ple.layer_multipliers"),
+                p.multipliers(self.n_vocab),
+            );
+            w.set(format!("{a}.ple.head_offsets"), p.head_offsets());
+            w.set(format!("{a}.ple.head_vocab_sizes"), p.head_vocab_sizes());
+        }
     }
 
     /// Writes the architecture's metadata keys (not the tokenizer's).
@@ -318,6 +602,9 @@ impl Spec {
             let recurrent: Vec<bool> = (0..self.n_layer).map(|il| self.is_recurrent(il)).collect();
             w.set(format!("{a}.attention.recurrent_layers"), recurrent);
             u(w, "full_attention_interval", s.full_attention_interval);
+        }
+        if self.arch == SynthArch::Qwen4exp {
+            self.write_qwen4exp(w);
         }
         w.set("general.file_type", file_type);
         w.set("general.quantization_version", 2u32);

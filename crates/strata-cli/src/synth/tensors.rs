@@ -93,17 +93,29 @@ impl TypeChoice {
 
     /// The type of a matrix with rows of `row_len`, given the layer (None outside layers)
     /// and whether it is one llama.cpp's mixes give more bits. Rows that are not a whole
-    /// number of blocks fall back to Q8_0, or F16 (llama.cpp falls back likewise).
+    /// number of blocks fall back as llama.cpp's quantizer does (Q4_K to Q5_0, Q5_K to Q5_1,
+    /// Q6_K to Q8_0, other k-quants to IQ4_NL), or to F16.
     fn matrix_type(self, row_len: u64, more_bits: bool) -> GgmlType {
         let ty = match self {
             TypeChoice::Pure(t) => t,
             TypeChoice::Q4KM if more_bits => GgmlType::Q6_K,
             TypeChoice::Q4KM => GgmlType::Q4_K,
         };
-        if row_len.is_multiple_of(ty.block_size() as u64) {
-            ty
-        } else if row_len.is_multiple_of(32) && ty.is_quantized() {
-            GgmlType::Q8_0
+        let fits = |t: GgmlType| row_len.is_multiple_of(t.block_size() as u64);
+        if fits(ty) {
+            return ty;
+        }
+        // llama.cpp's `tensor_type_fallback` (src/llama-quant.cpp), then F16.
+        let fallback = match ty {
+            GgmlType::Q4_K => GgmlType::Q5_0,
+            GgmlType::Q5_K => GgmlType::Q5_1,
+            GgmlType::Q6_K => GgmlType::Q8_0,
+            GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::IQ4_XS => GgmlType::IQ4_NL,
+            t if t.is_quantized() => GgmlType::Q8_0,
+            _ => GgmlType::F16,
+        };
+        if fits(fallback) {
+            fallback
         } else {
             GgmlType::F16
         }
@@ -131,13 +143,16 @@ fn planned(t: TensorSpec, types: TypeChoice, n_layer: usize) -> Planned {
     let (ty, fill) = match t.kind {
         _ if name.ends_with("ffn_gate_inp.weight") => direct(0.0, router_std),
         TensorKind::RowVector => direct(0.0, router_std),
+        // llama-quantize keeps qwen4exp's QSA indexer in F32.
+        TensorKind::Matrix if types == TypeChoice::Q4KM && name.contains(".indexer.") => {
+            (GgmlType::F32, Fill::Pooled)
+        }
         TensorKind::Matrix | TensorKind::Experts => {
             let more_bits = match layer {
                 Some(il) => {
-                    let gets_more = ["attn_v.weight", "ffn_down.weight", "ffn_down_exps.weight"]
-                        .iter()
-                        .chain(&["ffn_down_shexp.weight"])
-                        .any(|n| name.ends_with(n));
+                    // llama.cpp matches "ffn_down" anywhere in the name (so qwen4exp's
+                    // hc_ffn_down too).
+                    let gets_more = name.ends_with("attn_v.weight") || name.contains("ffn_down");
                     gets_more && use_more_bits(il, n_layer)
                 }
                 None => name == "output.weight",
@@ -214,7 +229,11 @@ mod tests {
     fn rows_that_are_not_whole_blocks_fall_back() {
         let q4k = TypeChoice::Pure(GgmlType::Q4_K);
         assert_eq!(q4k.matrix_type(512, false), GgmlType::Q4_K);
-        assert_eq!(q4k.matrix_type(64, false), GgmlType::Q8_0);
+        assert_eq!(q4k.matrix_type(64, false), GgmlType::Q5_0);
+        assert_eq!(q4k.matrix_type(160, false), GgmlType::Q5_0);
+        assert_eq!(TypeChoice::Q4KM.matrix_type(128, true), GgmlType::Q8_0);
+        let iq4 = TypeChoice::parse("iq4_nl").unwrap();
+        assert_eq!(iq4.matrix_type(160, false), GgmlType::IQ4_NL);
         assert_eq!(q4k.matrix_type(40, false), GgmlType::F16);
         assert_eq!(TypeChoice::Q4KM.matrix_type(512, true), GgmlType::Q6_K);
         assert!(TypeChoice::parse("q2_k").is_err());
