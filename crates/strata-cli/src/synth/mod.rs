@@ -40,7 +40,7 @@ pub struct SynthArgs {
     #[arg(short = 'o', long)]
     pub output: PathBuf,
     /// Storage type of the weight matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1,
-    /// iq4_nl, q4_k, q5_k, q6_k, or the mix q4_k_m. Norms, router and SSM parameters stay
+    /// q4_k, q5_k, q6_k, or the mix q4_k_m. Norms, router and SSM parameters stay
     /// F32. Rows that are not whole blocks fall back as llama.cpp's quantizer does (q4_k:
     /// q5_0, q5_k: q5_1, q6_k: q8_0; e.g. qwen4exp's 160-wide PLE table), else F16.
     #[arg(long = "type", default_value = "q8_0")]
@@ -97,6 +97,10 @@ pub struct SynthArgs {
     /// Distinct encoded rows per (row length, type); rows beyond are reused, rotated.
     #[arg(long, default_value_t = 4096, value_parser = crate::flags::synth_dim)]
     pub pool_rows: usize,
+    /// Plan only: print the summary and every tensor (name, type, shape, bytes) to stdout and
+    /// write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Replace OUTPUT if it exists.
     #[arg(long)]
     pub force: bool,
@@ -210,7 +214,7 @@ pub fn run(a: SynthArgs, models_dir: &Path) -> Result<()> {
     let types = TypeChoice::parse(&a.ty)?;
     let mut spec = spec_of(&a)?;
     spec.validate()?;
-    if a.output.exists() && !a.force {
+    if a.output.exists() && !a.force && !a.dry_run {
         bail!("{} exists (use --force to replace it)", a.output.display());
     }
     let mut w = GgufWriter::new();
@@ -241,6 +245,14 @@ pub fn run(a: SynthArgs, models_dir: &Path) -> Result<()> {
         a.output.display()
     );
 
+    if a.dry_run {
+        for t in w.tensors() {
+            let shape: Vec<String> = t.shape.iter().map(u64::to_string).collect();
+            println!("{} {} [{}] {}", t.name, t.ggml_type, shape.join(", "), t.size_bytes);
+        }
+        println!("total {} tensors, {params} params, {total} bytes", plan.len());
+        return Ok(());
+    }
     if let Some(dir) = a.output.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }

@@ -630,4 +630,46 @@ mod tests {
         let kinds: Vec<bool> = (0..4).map(|il| s.is_recurrent(il)).collect();
         assert_eq!(kinds, [true, true, true, false]);
     }
+
+    #[test]
+    fn qwen3_8_flash_next_ple_constants_follow_the_checkpoint() {
+        let s = Spec::preset("qwen3.8-flash-next").unwrap();
+        let p = s.ple_layer().unwrap();
+        assert_eq!((p.layer, p.n_heads(), p.n_heads() * p.row), (1, 16, 2560));
+        let sizes = p.head_vocab_sizes();
+        assert_eq!(sizes[0], 20_000_003);
+        let offsets = p.head_offsets();
+        assert_eq!(offsets[0], 0);
+        // docs/qwen4exp.md: 320,001,446 rows, padded to 320,001,536.
+        let rows = offsets[15] + sizes[15];
+        assert_eq!(rows, 320_001_446);
+        assert_eq!(rows.div_ceil(128) * 128, 320_001_536);
+        let m = p.multipliers(248_320);
+        assert_eq!(m.len(), 3);
+        let limit = i64::MAX as u64 / 248_320;
+        assert!(m.iter().all(|m| m % 2 == 1 && *m < limit), "{m:?}");
+        assert_eq!(rope_sections(64), [11, 11, 10, 0]);
+        assert_eq!(rope_sections(32), [6, 5, 5, 0]);
+        // The tiny reference's primes from 1000 (make_tiny_qwen4exp.py).
+        let t = Spec::tiny(SynthArch::Qwen4exp).ple.unwrap();
+        assert_eq!(t.head_vocab_sizes(), [1009, 1013, 1019, 1021]);
+        assert_eq!(t.head_offsets(), [0, 1009, 2022, 3041]);
+        // As transformers derived them for the tiny reference (vocab 768, qwen4exp-tiny's GGUF).
+        assert_eq!(
+            t.multipliers(768),
+            [4295158889762567, 11435418644576253, 7275717464594479]
+        );
+    }
+
+    #[test]
+    fn a_layer_cut_keeps_the_pattern_and_drops_ple_below_two_layers() {
+        let mut s = Spec::preset("qwen3.8-flash-next").unwrap();
+        let kinds: Vec<bool> = (0..8).map(|il| s.is_recurrent(il)).collect();
+        assert_eq!(kinds, [true, true, true, false, true, true, true, false]);
+        s.n_layer = 2;
+        assert!(s.ple_layer().is_some());
+        s.n_layer = 1;
+        assert!(s.ple_layer().is_none());
+        s.validate().unwrap();
+    }
 }

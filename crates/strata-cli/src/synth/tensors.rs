@@ -114,7 +114,7 @@ impl TypeChoice {
             t if t.is_quantized() => GgmlType::Q8_0,
             _ => GgmlType::F16,
         };
-        if fits(fallback) {
+        if fits(fallback) && strata_quant::supports_quantize(fallback) {
             fallback
         } else {
             GgmlType::F16
@@ -232,8 +232,11 @@ mod tests {
         assert_eq!(q4k.matrix_type(64, false), GgmlType::Q5_0);
         assert_eq!(q4k.matrix_type(160, false), GgmlType::Q5_0);
         assert_eq!(TypeChoice::Q4KM.matrix_type(128, true), GgmlType::Q8_0);
-        let iq4 = TypeChoice::parse("iq4_nl").unwrap();
-        assert_eq!(iq4.matrix_type(160, false), GgmlType::IQ4_NL);
+        // strata-quant has no IQ4_NL encoder, so no synthesized file has the real table's
+        // IQ4_NL; Q4_0 (and Q8_0) rows of 160 are whole blocks.
+        assert!(TypeChoice::parse("iq4_nl").is_err());
+        let q40 = TypeChoice::parse("q4_0").unwrap();
+        assert_eq!(q40.matrix_type(160, false), GgmlType::Q4_0);
         assert_eq!(q4k.matrix_type(40, false), GgmlType::F16);
         assert_eq!(TypeChoice::Q4KM.matrix_type(512, true), GgmlType::Q6_K);
         assert!(TypeChoice::parse("q2_k").is_err());
@@ -254,5 +257,62 @@ mod tests {
         assert_eq!(shape("blk.3.attn_q.weight"), [256, 512]);
         assert!(!t.iter().any(|t| t.name == "blk.3.ssm_a"));
         assert_eq!(shape("blk.3.ffn_down_shexp.weight"), [256, 256]);
+    }
+
+    #[test]
+    fn qwen3_8_flash_next_matches_the_documented_shapes() {
+        let mut s = Spec::preset("qwen3.8-flash-next").unwrap();
+        s.n_vocab = 248_320;
+        let t = plan(&config(&s), TypeChoice::parse("q4_0").unwrap()).unwrap();
+        let get = |n: &str| {
+            let t = t.iter().find(|t| t.name == n);
+            t.unwrap_or_else(|| panic!("{n} missing")).clone()
+        };
+        let shape = |n: &str| get(n).shape;
+        // docs/qwen4exp.md, "Tensors" (the real model's sizes).
+        assert_eq!(shape("token_embd.weight"), [2560, 248_320]);
+        assert_eq!(shape("output_hc_norm.weight"), [10240]);
+        assert_eq!(shape("output_hc_down.weight"), [10240, 320]);
+        assert_eq!(shape("output_hc_up.weight"), [320, 10240]);
+        assert_eq!(shape("blk.0.attn_qkv.weight"), [2560, 10240]);
+        assert_eq!(shape("blk.0.attn_gate.weight"), [2560, 6144]);
+        assert_eq!(shape("blk.0.ssm_conv1d.weight"), [4, 10240]);
+        assert_eq!(shape("blk.0.ssm_dt.bias"), [48]);
+        assert_eq!(shape("blk.0.ssm_norm.weight"), [128]);
+        assert_eq!(shape("blk.0.hc_attn_inject.weight"), [10240, 4]);
+        assert_eq!(shape("blk.3.attn_q.weight"), [2560, 12288]);
+        assert_eq!(shape("blk.3.attn_k.weight"), [2560, 512]);
+        assert_eq!(shape("blk.3.attn_q_norm.weight"), [256]);
+        assert_eq!(shape("blk.3.attn_output.weight"), [6144, 2560]);
+        assert_eq!(shape("blk.3.indexer.q_proj.weight"), [2560, 512]);
+        assert_eq!(shape("blk.3.indexer.k_proj.weight"), [2560, 128]);
+        assert_eq!(shape("blk.1.ple_key.weight"), [2560, 10240]);
+        assert_eq!(shape("blk.1.ple_value.weight"), [2560, 2560]);
+        assert_eq!(shape("blk.1.ple_conv1d.weight"), [4, 10240]);
+        assert_eq!(shape("blk.47.ffn_gate_inp.weight"), [2560, 512]);
+        assert_eq!(shape("blk.47.ffn_up_exps.weight"), [2560, 640, 512]);
+        assert_eq!(shape("blk.47.ffn_down_exps.weight"), [640, 2560, 512]);
+        assert_eq!(shape("blk.47.ffn_down_shexp.weight"), [640, 2560]);
+        assert!(!t.iter().any(|t| t.name.starts_with("blk.0.ple")));
+        assert!(!t.iter().any(|t| t.name == "blk.4.attn_q.weight"));
+        let attn = t.iter().filter(|t| t.name.ends_with("attn_q.weight")).count();
+        let qsa = t.iter().filter(|t| t.name.ends_with("indexer.k_proj.weight")).count();
+        assert_eq!((attn, qsa), (12, 12));
+        let experts = t.iter().filter(|t| t.name.ends_with("ffn_up_exps.weight"));
+        assert_eq!(experts.map(|t| t.shape[2]).sum::<u64>(), 24_576);
+        // The 320,001,536-row table: Q4_0 rows of 160 are 5 blocks of 18 bytes, 28.8 GB.
+        let table = get("per_layer_token_embd.weight");
+        assert_eq!(table.shape, [160, 320_001_536]);
+        assert_eq!(table.ty, GgmlType::Q4_0);
+        let bytes = table.ty.row_bytes(160).unwrap() * table.rows();
+        assert_eq!(bytes, 28_800_138_240);
+        // Under the Q4_K_M mix the table falls back to Q5_0 as in llama-quantize.
+        let m = plan(&config(&s), TypeChoice::Q4KM).unwrap();
+        let ty = |n: &str| m.iter().find(|t| t.name == n).unwrap().ty;
+        assert_eq!(ty("per_layer_token_embd.weight"), GgmlType::Q5_0);
+        assert_eq!(ty("blk.3.indexer.q_proj.weight"), GgmlType::F32);
+        assert_eq!(ty("blk.0.hc_ffn_down.weight"), GgmlType::Q6_K);
+        assert_eq!(ty("blk.0.ffn_down_exps.weight"), GgmlType::Q8_0);
+        assert_eq!(ty("blk.10.ffn_up_exps.weight"), GgmlType::Q4_K);
     }
 }
