@@ -322,8 +322,35 @@ fn print_experts(model: &GgufModel, out: &mut dyn Write) -> anyhow::Result<()> {
         100.0 * experts as f64 / total.max(1) as f64,
         gib(dense)
     )?;
+    let ple = crate::bench::roofline::ple_table(model);
+    if let Some(p) = ple {
+        writeln!(
+            out,
+            "  PLE n-gram table: {} rows x {}, {} bytes a row, {} bytes ({:.3} GiB, {:.1}% of tensor bytes, counted in dense); {} rows a token",
+            p.rows,
+            p.row_len,
+            p.row_bytes,
+            p.bytes,
+            gib(p.bytes),
+            100.0 * p.bytes as f64 / total.max(1) as f64,
+            p.heads
+        )?;
+    }
     if let Some(used) = used {
         let active = crate::bench::roofline::bytes_per_token(model);
+        if let Some(p) = ple {
+            let rows = p.heads * p.row_bytes;
+            let routed: u64 = layers
+                .iter()
+                .map(|(_, e)| e.per_expert * used.min(e.n_expert))
+                .sum();
+            writeln!(
+                out,
+                "  bytes read per token: dense {} + {used} experts per layer {routed} + {} PLE rows {rows} = {active}",
+                active - routed - rows,
+                p.heads
+            )?;
+        }
         writeln!(
             out,
             "  bytes read per token (one embedding row unless it is the LM head, + {used} experts per layer): {active} ({:.3} GiB)",

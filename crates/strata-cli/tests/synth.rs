@@ -377,6 +377,12 @@ fn qwen3_8_flash_next_is_planned_at_the_real_shape_and_a_cut_runs() {
     for want in [
         "qwen4exp.embedding_length_per_layer_input",
         "\nexperts: 4 of 4 layers routed, 4 experts per layer, 2 used per token, expert FFN width 640, shared expert FFN width 640",
+        // 3 Q4_0 matrices of 2560 x 640 an expert: 3 * 640 * 2560/32 * 18 bytes.
+        "  0-3             4     640  Q4_0    Q4_0    Q4_0         2764800        11059200  2764800, Q4_0/Q4_0/Q4_0",
+        // 16 heads of primes from 1000 (16,820 rows), padded to 128: rows of 160 in 5 blocks.
+        "  PLE n-gram table: 16896 rows x 160, 90 bytes a row, 1520640 bytes",
+        "; 16 rows a token",
+        " + 2 experts per layer 22118400 + 16 PLE rows 1440 = ",
     ] {
         assert!(info.contains(want), "missing {want:?} in\n{info}");
     }

@@ -6,10 +6,12 @@ use strata_gguf::GgufModel;
 /// Weight bytes one decoded token reads from a GGUF: every tensor, except that the token
 /// embedding contributes one row (not its table) unless it doubles as the LM head (no
 /// `output.weight`), and routed-expert tensors (`*_exps`, ggml shape `[cols, rows, n_expert]`)
-/// contribute `expert_used_count / expert_count` of their bytes.
+/// contribute `expert_used_count / expert_count` of their bytes. A qwen4exp n-gram table
+/// (`per_layer_token_embd`) contributes the rows one token hashes to (one per PLE head).
 pub fn bytes_per_token(model: &GgufModel) -> u64 {
     let used = model.arch_u64("expert_used_count");
     let tied = model.tensor("output.weight").is_none();
+    let ple = ple_table(model);
     model
         .tensors()
         .map(|t| {
@@ -17,6 +19,8 @@ pub fn bytes_per_token(model: &GgufModel) -> u64 {
             if t.info.name == "token_embd.weight" && !tied {
                 let rows = t.info.shape.get(1).copied().unwrap_or(1).max(1);
                 bytes / rows
+            } else if let Some(p) = ple.filter(|_| t.info.name == PLE_TABLE) {
+                p.heads * p.row_bytes
             } else if t.info.name.contains("_exps.") {
                 let n_expert = t.info.shape.get(2).copied().unwrap_or(1).max(1);
                 bytes / n_expert * used.unwrap_or(n_expert).min(n_expert)
@@ -25,6 +29,36 @@ pub fn bytes_per_token(model: &GgufModel) -> u64 {
             }
         })
         .sum()
+}
+
+/// qwen4exp's n-gram hash table (docs/qwen4exp.md, PLE).
+pub const PLE_TABLE: &str = "per_layer_token_embd.weight";
+
+/// The PLE table of a file: its rows, bytes per row and in all, and the heads (rows read per
+/// token: `(ple.ngram_size - 1) * ple.heads_per_ngram`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PleTable {
+    pub rows: u64,
+    pub row_len: u64,
+    pub row_bytes: u64,
+    pub bytes: u64,
+    pub heads: u64,
+}
+
+/// The file's PLE table, if it has one.
+pub fn ple_table(model: &GgufModel) -> Option<PleTable> {
+    let t = model.tensor(PLE_TABLE)?;
+    let row_len = t.info.shape.first().copied().unwrap_or(1).max(1);
+    let rows = (t.info.n_elements() / row_len).max(1);
+    let ngram = model.arch_u64("ple.ngram_size").unwrap_or(2).max(2);
+    let heads = (ngram - 1) * model.arch_u64("ple.heads_per_ngram").unwrap_or(1);
+    Some(PleTable {
+        rows,
+        row_len,
+        row_bytes: t.info.size_bytes / rows,
+        bytes: t.info.size_bytes,
+        heads,
+    })
 }
 
 /// Decode tok/s at the roofline: `gbs` (1e9 bytes/s) over `bytes` per token.
