@@ -363,7 +363,9 @@ fn qwen3_8_flash_next_is_planned_at_the_real_shape_and_a_cut_runs() {
         "blk.47.ffn_down_exps.weight Q4_0 [640, 2560, 512] ",
         "blk.47.indexer.k_proj.weight Q4_0 [2560, 128] ",
         "blk.1.ple_key.weight Q4_0 [2560, 10240] ",
-        "total 1224 tensors, 176943899520 params, ",
+        "total 1224 tensors, 176943899520 params, 99756423680 bytes\n",
+        // Dense + 10 of 512 experts a layer + 16 table rows of 90 bytes.
+        "bytes read per token: 3978086720\n",
     ] {
         assert!(plan.contains(want), "missing {want:?} in the plan");
     }

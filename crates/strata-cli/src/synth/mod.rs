@@ -251,6 +251,7 @@ pub fn run(a: SynthArgs, models_dir: &Path) -> Result<()> {
             println!("{} {} [{}] {}", t.name, t.ggml_type, shape.join(", "), t.size_bytes);
         }
         println!("total {} tensors, {params} params, {total} bytes", plan.len());
+        println!("bytes read per token: {}", per_token(&w, &spec));
         return Ok(());
     }
     if let Some(dir) = a.output.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -282,6 +283,28 @@ pub fn run(a: SynthArgs, models_dir: &Path) -> Result<()> {
         total as f64 / 1e6 / secs.max(1e-9)
     );
     Ok(())
+}
+
+/// Weight bytes one decoded token reads (as `strata inspect` counts them): every tensor, but
+/// one row of the embedding table, `n_expert_used` of the routed experts and one row per
+/// PLE head of the n-gram table.
+fn per_token(w: &GgufWriter, spec: &Spec) -> u64 {
+    let rows = |t: &strata_gguf::TensorInfo| (t.n_elements() / t.shape[0].max(1)).max(1);
+    w.tensors()
+        .iter()
+        .map(|t| match t.name.as_str() {
+            "token_embd.weight" => t.size_bytes / rows(t),
+            "per_layer_token_embd.weight" => {
+                let heads = spec.ple_layer().map_or(1, |p| p.n_heads() as u64);
+                t.size_bytes / rows(t) * heads
+            }
+            n if n.contains("_exps.") => {
+                let n_expert = t.shape.get(2).copied().unwrap_or(1).max(1);
+                t.size_bytes / n_expert * (spec.n_expert_used as u64).min(n_expert)
+            }
+            _ => t.size_bytes,
+        })
+        .sum()
 }
 
 /// Streams the header and every planned tensor to `path`.
