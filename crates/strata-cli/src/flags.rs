@@ -185,7 +185,7 @@ pub fn synth_ctx(s: &str) -> Result<usize, String> {
 
 /// `strata synth --ple-vocab-base` (qwen4exp's n-gram table rows per head): 2 to 200 000 000.
 pub fn synth_ple_base(s: &str) -> Result<u64, String> {
-    int_in(s, 2, 200_000_000, "the PLE vocabulary base").map(|v| v as u64)
+    int_in(s, 2, 200_000_000, "the PLE vocabulary base")
 }
 
 /// Says `-ngl` is accepted but does nothing (until a GPU backend exists).

@@ -333,7 +333,17 @@ fn synthesized_tiny_qwen4exp_is_loaded_and_run() {
             Some(indexer),
             "{info}"
         );
-        let out = run_strata(&["run", "-m", p, "-p", "Hello world", "-n", "6", "--temp", "0"]);
+        let out = run_strata(&[
+            "run",
+            "-m",
+            p,
+            "-p",
+            "Hello world",
+            "-n",
+            "6",
+            "--temp",
+            "0",
+        ]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{ty}: {stderr}");
         assert!(stderr.contains("decode: 6 tokens"), "{ty}: {stderr}");
@@ -388,7 +398,17 @@ fn qwen3_8_flash_next_is_planned_at_the_real_shape_and_a_cut_runs() {
     ] {
         assert!(info.contains(want), "missing {want:?} in\n{info}");
     }
-    let out = run_strata(&["run", "-m", p, "-p", "Hello world", "-n", "3", "--temp", "0"]);
+    let out = run_strata(&[
+        "run",
+        "-m",
+        p,
+        "-p",
+        "Hello world",
+        "-n",
+        "3",
+        "--temp",
+        "0",
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("decode: 3 tokens"), "{stderr}");

@@ -139,15 +139,10 @@ fn spec_of(a: &SynthArgs) -> Result<Spec> {
     if let Some(h) = head_dim {
         s.head_dim = h;
         // qwen3next and qwen4exp rotate a quarter of each head (partial_rotary_factor 0.25).
-        s.n_rot = if s.arch.is_hybrid() {
-            h / 4
-        } else {
-            h
-        };
+        s.n_rot = if s.arch.is_hybrid() { h / 4 } else { h };
         s.n_rot -= s.n_rot % 2;
     }
-    if a.preset.is_some()
-        && (a.layers.is_some() || a.embd.is_some() || a.ple_vocab_base.is_some())
+    if a.preset.is_some() && (a.layers.is_some() || a.embd.is_some() || a.ple_vocab_base.is_some())
     {
         s.name = format!("{}-custom", s.name);
     }
@@ -157,12 +152,7 @@ fn spec_of(a: &SynthArgs) -> Result<Spec> {
 /// Writes the tokenizer keys and returns the vocabulary size.
 /// A qwen4exp preset with a vocabulary size (the real shape: 248,320 tokens, which no
 /// known model's tokenizer has) gets a byte vocabulary of that size by default.
-fn tokenizer(
-    a: &SynthArgs,
-    spec: &Spec,
-    models_dir: &Path,
-    w: &mut GgufWriter,
-) -> Result<usize> {
+fn tokenizer(a: &SynthArgs, spec: &Spec, models_dir: &Path, w: &mut GgufWriter) -> Result<usize> {
     let arch = spec.arch;
     let own = (arch == SynthArch::Qwen4exp && spec.n_vocab > 1).then_some(spec.n_vocab);
     let source = match (&a.vocab_from, a.vocab.or(own)) {
@@ -248,9 +238,18 @@ pub fn run(a: SynthArgs, models_dir: &Path) -> Result<()> {
     if a.dry_run {
         for t in w.tensors() {
             let shape: Vec<String> = t.shape.iter().map(u64::to_string).collect();
-            println!("{} {} [{}] {}", t.name, t.ggml_type, shape.join(", "), t.size_bytes);
+            println!(
+                "{} {} [{}] {}",
+                t.name,
+                t.ggml_type,
+                shape.join(", "),
+                t.size_bytes
+            );
         }
-        println!("total {} tensors, {params} params, {total} bytes", plan.len());
+        println!(
+            "total {} tensors, {params} params, {total} bytes",
+            plan.len()
+        );
         println!("bytes read per token: {}", per_token(&w, &spec));
         return Ok(());
     }

@@ -466,10 +466,17 @@ impl Spec {
         }
         if let Some(ix) = &self.indexer {
             if ix.n_head == 0 || ix.head_dim < self.n_rot || ix.top_k == 0 {
-                bail!("indexer {ix:?} must have heads at least {} wide", self.n_rot);
+                bail!(
+                    "indexer {ix:?} must have heads at least {} wide",
+                    self.n_rot
+                );
             }
             if ix.ratio > 0 && !ix.top_k.is_multiple_of(ix.ratio) {
-                bail!("indexer budget {} is not a multiple of its blocks of {}", ix.top_k, ix.ratio);
+                bail!(
+                    "indexer budget {} is not a multiple of its blocks of {}",
+                    ix.top_k,
+                    ix.ratio
+                );
             }
         }
         if let Some(p) = self.ple_layer() {

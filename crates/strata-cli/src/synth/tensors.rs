@@ -295,8 +295,14 @@ mod tests {
         assert_eq!(shape("blk.47.ffn_down_shexp.weight"), [640, 2560]);
         assert!(!t.iter().any(|t| t.name.starts_with("blk.0.ple")));
         assert!(!t.iter().any(|t| t.name == "blk.4.attn_q.weight"));
-        let attn = t.iter().filter(|t| t.name.ends_with("attn_q.weight")).count();
-        let qsa = t.iter().filter(|t| t.name.ends_with("indexer.k_proj.weight")).count();
+        let attn = t
+            .iter()
+            .filter(|t| t.name.ends_with("attn_q.weight"))
+            .count();
+        let qsa = t
+            .iter()
+            .filter(|t| t.name.ends_with("indexer.k_proj.weight"))
+            .count();
         assert_eq!((attn, qsa), (12, 12));
         let experts = t.iter().filter(|t| t.name.ends_with("ffn_up_exps.weight"));
         assert_eq!(experts.map(|t| t.shape[2]).sum::<u64>(), 24_576);
