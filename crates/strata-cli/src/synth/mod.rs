@@ -47,7 +47,8 @@ pub struct SynthArgs {
     pub ty: String,
     /// Copy the tokenizer (every tokenizer.* key) from this GGUF or known model name
     /// (default: qwen2.5-coder-0.5b for qwen archs, smollm2-135m for llama, gemma3-270m for
-    /// gemma3). The vocabulary size follows it.
+    /// gemma3; for qwen3.8-flash-next a byte vocabulary of its 248,320 tokens). The vocabulary
+    /// size follows it.
     #[arg(long, value_name = "MODEL")]
     pub vocab_from: Option<String>,
     /// Vocabulary size; without --vocab-from, a byte-level vocabulary of this size is made.
@@ -128,8 +129,14 @@ fn spec_of(a: &SynthArgs) -> Result<Spec> {
     set(&mut s.n_ff_exp, a.expert_ff);
     set(&mut s.n_ff_shexp, a.shared_ff);
     set(&mut s.n_ctx, a.ctx);
-    if let (Some(p), Some(base)) = (s.ple.as_mut(), a.ple_vocab_base) {
-        p.vocab_base = base;
+    if let Some(p) = s.ple.as_mut() {
+        if let Some(base) = a.ple_vocab_base {
+            p.vocab_base = base;
+        }
+        // llama.cpp needs the PLE heads to make the width: a new width gets new rows.
+        if let Some(e) = a.embd {
+            p.row = e / p.n_heads();
+        }
     }
     let head_dim = match a.head_dim {
         Some(h) => Some(h),
