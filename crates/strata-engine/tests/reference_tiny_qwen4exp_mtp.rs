@@ -122,7 +122,10 @@ fn check(variant: &str, ty: &str, bound: Bound) {
     // compress_ratios); in -noidx the budget (4096) keeps every block of these prompts.
     let q = cfg.qsa.as_ref().expect("indexer keys");
     assert!(q.is_sparse(cfg.n_layer), "{test}: the MTP layer is QSA");
-    eprintln!("{test}: MTP ratio {}, budget {}", q.ratios[cfg.n_layer], q.budget);
+    eprintln!(
+        "{test}: MTP ratio {}, budget {}",
+        q.ratios[cfg.n_layer], q.budget
+    );
     let (nv, width) = (cfg.n_vocab, cfg.residual_width());
     let (mut same, mut clear) = (0usize, 0usize);
     for (i, p) in prompts.iter().enumerate() {
@@ -154,7 +157,10 @@ fn check(variant: &str, ty: &str, bound: Bound) {
             w.0, w.1, trunk_worst.0
         );
         if let Bound::Logits(tol) = bound {
-            assert!(trunk_worst.0 <= 1e-3, "{test} prompt{i}: trunk {trunk_worst:?}");
+            assert!(
+                trunk_worst.0 <= 1e-3,
+                "{test} prompt{i}: trunk {trunk_worst:?}"
+            );
             assert!(
                 w.0 <= tol,
                 "{test} prompt{i}: draft row {} differs by {} (bound {tol})",

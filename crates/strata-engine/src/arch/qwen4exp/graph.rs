@@ -175,7 +175,15 @@ pub fn mtp<B: Backend>(
     let parts: Vec<&Buf<B>> = s.mtp_streams.iter().collect();
     be.concat(&parts, &mut ws.x);
     be.rope_angles(&cfg.rope, &ws.pos, &mut ws.rope_cs);
-    layer(be, cfg, &m.layer, cfg.n_layer, cfg.n_attn_layers(), seqs, ws)?;
+    layer(
+        be,
+        cfg,
+        &m.layer,
+        cfg.n_layer,
+        cfg.n_attn_layers(),
+        seqs,
+        ws,
+    )?;
     let s = &mut ws.qwen4exp;
     s.mtp_rows.clear();
     s.mtp_rows.extend(0..tokens.len());
