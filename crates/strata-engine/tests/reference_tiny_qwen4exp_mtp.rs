@@ -191,8 +191,8 @@ fn mtp_draft_top1_matches_reference_qwen4exp_q8_0() {
 
 /// Drafting the rows one call at a time (decode-style, continuing the MTP layer's own KV and
 /// indexer keys) gives the logits of drafting them in one call, bit for bit; so does drafting
-/// the rest after restoring a snapshot into a fresh session; a model without the MTP layer
-/// refuses to draft.
+/// the rest after restoring a snapshot into a fresh session; the trunk of the `-mtp-` file
+/// is the plain file's, bit for bit, and the plain file refuses to draft.
 #[test]
 fn mtp_draft_is_incremental_and_snapshots_qwen4exp() {
     let test = "mtp_draft_is_incremental_and_snapshots_qwen4exp";
@@ -251,9 +251,20 @@ fn mtp_draft_is_incremental_and_snapshots_qwen4exp() {
     let nv = model.config().n_vocab;
     assert_eq!(bits(&rest.logits), bits(&all.logits[41 * nv..]), "restored");
 
+    let err = model.mtp_draft(&mut s3, 0, &hidden[..width - 1], &toks[1..2], &mut rest);
+    assert!(matches!(err, Err(EngineError::BadHidden { .. })), "{err:?}");
+
+    // The trunk of the -mtp- file is the plain file's, bit for bit; the plain file has no
+    // MTP layer and refuses to draft.
     let plain = Model::load(&trunk_only).unwrap();
     assert_eq!(plain.config().n_mtp, 0);
-    let mut s4 = plain.new_session(16, KvType::F32);
+    let mut s4 = plain.new_session(128, KvType::F32);
+    let plain_out = trunk(&plain, &mut s4, toks);
+    assert_eq!(
+        bits(&plain_out.hidden),
+        bits(&hidden),
+        "trunk hidden states"
+    );
     let err = plain.mtp_draft(&mut s4, 0, &hidden[..width], &toks[1..2], &mut rest);
     assert!(matches!(err, Err(EngineError::NoMtp)), "{err:?}");
 }
