@@ -17,11 +17,13 @@ pub fn resolve_ctx(ctx: usize, cfg: &ModelConfig) -> usize {
 /// What a session's size depends on, read from a [`ModelConfig`].
 #[derive(Clone, Copy, Debug)]
 pub struct Shape {
-    /// Layers with a KV cache (recurrent layers have none).
+    /// Layers with a KV cache (recurrent layers have none; an MTP draft layer has one, filled
+    /// when the session drafts: [`ModelConfig::n_kv_layers`]).
     pub n_attn_layers: usize,
     /// Cached values per position and layer (`n_kv_head · head_dim`).
     pub kv_row: usize,
-    /// f32 indexer keys cached per position, all QSA layers together (qwen4exp).
+    /// f32 indexer keys cached per position, all QSA layers together, the MTP layer's
+    /// included (qwen4exp).
     pub index_keys: usize,
     /// Width of a residual row (`hc · n_embd` with hyper-connections).
     pub n_embd: usize,
@@ -43,7 +45,7 @@ impl Shape {
             None => cfg.n_ff,
         };
         Shape {
-            n_attn_layers: cfg.n_attn_layers(),
+            n_attn_layers: cfg.n_kv_layers(),
             kv_row: cfg.kv_row(),
             index_keys: cfg.index_key_widths().iter().sum(),
             n_embd: cfg.residual_width(),

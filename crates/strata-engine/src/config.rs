@@ -133,6 +133,11 @@ pub struct ModelConfig {
     pub qsa: Option<QsaConfig>,
     /// Per-layer n-gram hash embeddings (qwen4exp files with PLE).
     pub ple: Option<PleConfig>,
+    /// Multi-token-prediction draft layers the graph loads and runs (model layers
+    /// `n_layer .. n_layer + n_mtp`, after the trunk): 0 unless the architecture implements
+    /// MTP (qwen4exp) and the file has the layer (`nextn_predict_layers`). Each keeps its own
+    /// KV cache in the session, after the trunk's attention layers ([`Self::n_kv_layers`]).
+    pub n_mtp: usize,
 }
 
 impl ModelConfig {
@@ -223,6 +228,7 @@ impl ModelConfig {
             hyper: None,
             qsa: None,
             ple: None,
+            n_mtp: 0,
         };
         crate::arch::find(a)?.configure(meta, &mut cfg)?;
         Ok(cfg)
@@ -241,9 +247,12 @@ impl ModelConfig {
         self.n_head_kv * self.head_dim
     }
 
-    /// True if layer `il` is a recurrent (Gated DeltaNet) layer rather than attention.
+    /// True if layer `il` is a recurrent (Gated DeltaNet) layer rather than attention (MTP
+    /// layers, `il >= n_layer`, are attention).
     pub fn is_recurrent(&self, il: usize) -> bool {
-        self.ssm.as_ref().is_some_and(|s| s.recurrent[il])
+        self.ssm
+            .as_ref()
+            .is_some_and(|s| s.recurrent.get(il).copied().unwrap_or(false))
     }
 
     /// Width of a residual row: `n_embd`, times the stream count with hyper-connections.
@@ -251,10 +260,11 @@ impl ModelConfig {
         self.n_embd * self.hyper.map_or(1, |h| h.n_streams)
     }
 
-    /// Per attention layer, in order: elements of the indexer key cached per position (the
-    /// indexer head width on QSA layers, 0 on dense ones).
+    /// Per KV layer ([`Self::n_kv_layers`]: the trunk's attention layers, then the MTP
+    /// layers), in order: elements of the indexer key cached per position (the indexer head
+    /// width on QSA layers, 0 on dense ones).
     pub fn index_key_widths(&self) -> Vec<usize> {
-        (0..self.n_layer)
+        (0..self.n_layer + self.n_mtp)
             .filter(|il| !self.is_recurrent(*il))
             .map(|il| match &self.qsa {
                 Some(q) if q.is_sparse(il) => q.head_dim,
@@ -263,11 +273,17 @@ impl ModelConfig {
             .collect()
     }
 
-    /// Layers that keep keys and values: all of them, less the recurrent ones.
+    /// Trunk layers that keep keys and values: all of them, less the recurrent ones.
     pub fn n_attn_layers(&self) -> usize {
         (0..self.n_layer)
             .filter(|il| !self.is_recurrent(*il))
             .count()
+    }
+
+    /// Layers of a session's KV cache: the trunk's attention layers, then the MTP layers
+    /// (KV layer `n_attn_layers() + j` is MTP layer `j`).
+    pub fn n_kv_layers(&self) -> usize {
+        self.n_attn_layers() + self.n_mtp
     }
 }
 

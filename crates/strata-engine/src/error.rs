@@ -38,6 +38,14 @@ pub enum EngineError {
     CheckpointMismatch,
     #[error("--ubatch {0} is out of range (1 to 8192 tokens)")]
     BadUbatch(usize),
+    #[error("this model has no MTP draft layer (or its architecture does not run one)")]
+    NoMtp,
+    #[error("MTP draft input: {found} hidden values for {rows} rows of {width}")]
+    BadHidden {
+        rows: usize,
+        width: usize,
+        found: usize,
+    },
     #[error("layer {layer}: {experts} experts are placed on a device this run does not have")]
     NoExpertUnit { layer: usize, experts: usize },
 }

@@ -10,7 +10,7 @@ use strata_gguf::GgufModel;
 
 use crate::arch::source::FileTensors;
 use crate::arch::{self, Graph};
-use crate::backend::{Cpu, HostMem};
+use crate::backend::{Backend, Cpu, HostMem};
 use crate::chat_template::ChatTemplate;
 use crate::config::ModelConfig;
 use crate::error::EngineError;
@@ -265,6 +265,87 @@ impl Model {
             while first < batch.len() && next[first] == batch[first].tokens.len() {
                 first += 1;
             }
+        }
+        Ok(())
+    }
+
+    /// One step of the model's MTP draft head (qwen4exp files with `nextn_predict_layers`;
+    /// [`Graph::mtp`]) for `tokens.len()` rows at positions `pos0..`: row `t` reads
+    /// `hidden[t]` (`[residual width]`, the trunk's final residual at position `pos0 + t` —
+    /// [`SeqOutput::hidden`] of a [`Model::forward_batch`] with `hidden: true` — or the
+    /// previous draft step's `out.hidden` row) and `tokens[t]`, the token after that position,
+    /// and drafts the token after `tokens[t]`. `out.logits` gets `[T][n_vocab]` draft logits,
+    /// `out.hidden` the MTP's output residual `[T][residual width]` (the next step's input:
+    /// speculative decoding feeds it back with the drafted token at the next position).
+    ///
+    /// The MTP layer keeps its own keys and values in the session (its KV layer after the
+    /// trunk's), written at positions `pos0..`; attention reads positions `0..=pos0 + t`, so
+    /// the caller drafts every position it wants attended (after a prompt: rows `0..n`, as
+    /// the reference does). Positions at or past [`Session::pos`] are not part of a
+    /// [`Session::snapshot`], and a [`Session::truncate`] below them makes them stale: draft
+    /// them again. The session's position and tokens do not change.
+    ///
+    /// Errors (checked before anything runs): [`EngineError::NoMtp`], empty tokens, `hidden`
+    /// not `T` rows of the residual width, `pos0 + T` past the context, a token outside the
+    /// vocabulary.
+    pub fn mtp_draft(
+        &self,
+        s: &mut Session,
+        pos0: usize,
+        hidden: &[f32],
+        tokens: &[u32],
+        out: &mut SeqOutput,
+    ) -> Result<(), EngineError> {
+        let cfg = &self.config;
+        if cfg.n_mtp == 0 {
+            return Err(EngineError::NoMtp);
+        }
+        if tokens.is_empty() {
+            return Err(EngineError::EmptyPrompt);
+        }
+        let width = cfg.residual_width();
+        if hidden.len() != tokens.len() * width {
+            return Err(EngineError::BadHidden {
+                rows: tokens.len(),
+                width,
+                found: hidden.len(),
+            });
+        }
+        if pos0 + tokens.len() > s.n_ctx() {
+            return Err(EngineError::ContextFull {
+                needed: pos0 + tokens.len(),
+                n_ctx: s.n_ctx(),
+            });
+        }
+        if let Some(bad) = tokens.iter().find(|t| **t as usize >= cfg.n_vocab) {
+            return Err(EngineError::InvalidToken {
+                id: *bad,
+                n_vocab: cfg.n_vocab,
+            });
+        }
+        out.logits.clear();
+        out.hidden.clear();
+        let mut ws = self.workspace();
+        let ub = self.ubatch();
+        for (i, chunk) in tokens.chunks(ub).enumerate() {
+            let p0 = pos0 + i * ub;
+            let h = &hidden[i * ub * width..(i * ub + chunk.len()) * width];
+            let mut seq = [SeqRun {
+                kv: &mut s.kv.layers,
+                rec: None,
+                pos0: p0,
+                rows: 0..chunk.len(),
+            }];
+            ws.pos.clear();
+            ws.pos.extend(p0..p0 + chunk.len());
+            let ws = &mut *ws;
+            pool::with_current(|p| {
+                let be = Cpu::new(p);
+                be.upload(h, width, &mut ws.x);
+                self.graph.mtp(&be, cfg, ws, &mut seq, chunk)
+            })?;
+            out.logits.extend_from_slice(ws.logits.read());
+            out.hidden.extend_from_slice(ws.hidden.read());
         }
         Ok(())
     }

@@ -24,7 +24,8 @@ pub const CHECKPOINT_EVERY: usize = 256;
 /// All state of one sequence. `pos` tokens have been processed and are in the cache.
 pub struct Session {
     /// Keys and values of the attention layers only, in layer order: recurrent layers have
-    /// no entry (so `kv.layers[i]` is the i-th attention layer, not layer i).
+    /// no entry (so `kv.layers[i]` is the i-th attention layer, not layer i); then those of
+    /// the MTP draft layers, if the model runs any ([`ModelConfig::n_kv_layers`]).
     pub kv: KvCache,
     /// Convolution and DeltaNet state of the recurrent layers, if the model has any.
     pub recurrent: Option<RecurrentState>,
@@ -73,7 +74,7 @@ impl Session {
     /// memory as tokens are fed, not for `n_ctx` up front.
     pub fn new(cfg: &ModelConfig, n_ctx: usize, kv_type: KvType) -> Session {
         Session {
-            kv: KvCache::new(cfg.n_attn_layers(), n_ctx, cfg.kv_row(), kv_type)
+            kv: KvCache::new(cfg.n_kv_layers(), n_ctx, cfg.kv_row(), kv_type)
                 .with_index_keys(&cfg.index_key_widths()),
             recurrent: RecurrentState::new(cfg),
             pos: 0,

@@ -33,7 +33,8 @@ pub struct Workspace<M: Memory> {
     pub rope_cs_swa: M::Buf,
     /// Logits `[rows][n_vocab]` of the rows asked for.
     pub logits: M::Buf,
-    /// Final residual rows `[rows][residual width]` of the rows asked for.
+    /// Final residual rows `[rows][residual width]` of the rows asked for (after
+    /// `Graph::mtp`: the MTP layer's output residual of every row).
     pub hidden: M::Buf,
     /// Buffers of the routed-expert FFN (MoE models).
     pub moe: M::MoeScratch,

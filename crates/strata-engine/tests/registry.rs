@@ -99,14 +99,16 @@ fn tensor_lists_match_the_tiny_models() {
 
 /// The qwen4exp tiny files (scripts/make_tiny_qwen4exp.sh; a missing one fails under CI):
 /// hyper-connection mixers, indexer tensors (also on the dense `-noidx` layer), the PLE table
-/// and layer tensors exactly when the file has PLE. The `-mtp-` files are not listed: the MTP
-/// layer is not implemented yet.
+/// and layer tensors exactly when the file has PLE; on the `-mtp-` files also the MTP layer
+/// (`blk.<n_layer>.nextn.*` and its decoder layer at `blk.<n_layer>`).
 #[test]
 fn tensor_lists_match_the_tiny_qwen4exp_models() {
     for variant in common::qwen4exp::VARIANTS {
         let test = "tensor_lists_match_the_tiny_qwen4exp_models";
-        if let Some(path) = common::qwen4exp::gguf(variant, "F32", test) {
-            same_tensors_as_file(&path);
+        for ty in ["F32", "mtp-F32"] {
+            if let Some(path) = common::qwen4exp::gguf(variant, ty, test) {
+                same_tensors_as_file(&path);
+            }
         }
     }
 }

@@ -83,6 +83,28 @@ pub trait Graph: Send + Sync {
         ws: &mut Workspace<HostMem>,
         rows: &[usize],
     ) -> Result<(), EngineError>;
+
+    /// One MTP draft step over the run's rows: `ws.x` holds their input residual rows
+    /// (`[T][residual width]`: the trunk's final residual of each row's position — what
+    /// [`Graph::output`] leaves in `ws.hidden` — or the previous draft step's output),
+    /// `tokens` the token after each of those positions and `ws.pos` the positions (the
+    /// hidden's, as vLLM drafts). Writes each sequence's MTP keys and values to its KV layer
+    /// `cfg.n_attn_layers()`, the draft logits of every row to `ws.logits`
+    /// (`[T][n_vocab]`) and the MTP's output residual rows (the next draft step's input) to
+    /// `ws.hidden` (`[T][residual width]`). qwen4exp: [`qwen4exp::graph::mtp`].
+    ///
+    /// Errors: [`EngineError::NoMtp`] for a model without an MTP layer (the default), a
+    /// token outside the vocabulary, an unsupported weight type.
+    fn mtp(
+        &self,
+        _be: &Cpu<'_>,
+        _cfg: &ModelConfig,
+        _ws: &mut Workspace<HostMem>,
+        _seqs: &mut [SeqRun<'_>],
+        _tokens: &[u32],
+    ) -> Result<(), EngineError> {
+        Err(EngineError::NoMtp)
+    }
 }
 
 /// The architecture that runs `general.architecture` = `name`.

@@ -21,13 +21,16 @@ pub struct QsaConfig {
     /// Tokens a query reads from whole blocks (`attention.indexer.top_k`): `budget / ratio`
     /// blocks, a multiple of every layer's ratio.
     pub budget: usize,
-    /// Per layer: tokens per block `r`, 0 for dense attention (`attention.compress_ratios`).
+    /// Per layer: tokens per block `r`, 0 for dense attention (`attention.compress_ratios`);
+    /// `n_layer + n_mtp` entries (the MTP layers' after the trunk's).
     pub ratios: Vec<usize>,
 }
 
 impl QsaConfig {
     /// Reads the indexer keys when the file has them (`None` otherwise: every attention layer
-    /// is dense). `n_rot` is the attention's rotated width, which the indexer heads share.
+    /// is dense). `n_rot` is the attention's rotated width, which the indexer heads share;
+    /// `n_mtp` MTP attention layers follow the trunk's `recurrent.len()` layers (a ratio the
+    /// array lacks for them is 0).
     ///
     /// Errors: a missing or malformed key, a ratio on a layer without attention
     /// (`recurrent[il]`), a budget that is not a multiple of a ratio, rotated dims wider than an
@@ -37,6 +40,7 @@ impl QsaConfig {
         a: &str,
         recurrent: &[bool],
         n_rot: usize,
+        n_mtp: usize,
     ) -> Result<Option<QsaConfig>, EngineError> {
         let key = |k: &str| format!("{a}.attention.{k}");
         let n_layer = recurrent.len();
@@ -63,11 +67,13 @@ impl QsaConfig {
             let reason = format!("{} entries for {n_layer} layers", raw.len());
             return Err(bad("compress_ratios", reason));
         }
-        let mut ratios = Vec::with_capacity(n_layer);
-        for (il, &r) in raw[..n_layer].iter().enumerate() {
+        let n_all = n_layer + n_mtp;
+        let mut ratios = Vec::with_capacity(n_all);
+        for il in 0..n_all {
+            let r = raw.get(il).copied().unwrap_or(0);
             let r = usize::try_from(r)
                 .map_err(|_| bad("compress_ratios", format!("layer {il}: ratio {r} < 0")))?;
-            if r > 0 && recurrent[il] {
+            if r > 0 && recurrent.get(il).copied().unwrap_or(false) {
                 let reason = format!("layer {il} has a ratio but no attention");
                 return Err(bad("compress_ratios", reason));
             }

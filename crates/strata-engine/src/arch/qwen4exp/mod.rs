@@ -9,8 +9,10 @@
 //! (gated attention with QSA), `ple.rs` and `ngram.rs` (PLE). Sequence state: KV (plus raw
 //! indexer keys on QSA layers) on attention layers, conv + delta-rule state on DeltaNet layers,
 //! and the PLE n-gram window and convolution history
-//! ([`crate::recurrent_state::PleState`]). Not yet: the MTP draft layer (`blk.<n_layer>.*`,
-//! `nextn.*`; a file that has it loads, the layer is not run).
+//! ([`crate::recurrent_state::PleState`]). The MTP draft layer (`blk.<n_layer>.*`, `nextn.*`)
+//! of files that have it: weights in `weights.rs` ([`weights::MtpWeights`]), the draft step in
+//! `graph.rs` ([`graph::mtp`], behind [`Graph::mtp`]); its KV (and indexer keys) is the
+//! session's KV layer after the trunk's attention layers.
 
 mod attention;
 mod gated_delta_net;
@@ -42,7 +44,8 @@ impl Architecture for Qwen4Exp {
 
     /// Reads the MoE, `ssm.*`, `hyper_connection.*`, `attention.indexer.*` /
     /// `attention.compress_ratios` and `ple.*` keys. RoPE is NeoX on `rope.dimension_count`
-    /// dims (for text, the interleaved M-RoPE sections all carry the token position).
+    /// dims (for text, the interleaved M-RoPE sections all carry the token position). A file
+    /// with `nextn_predict_layers` > 0 gets `n_mtp = 1`: its first MTP layer is loaded.
     fn configure(&self, meta: &Metadata, cfg: &mut ModelConfig) -> Result<(), EngineError> {
         let a = cfg.arch.name();
         cfg.moe = Some(moe_config(meta, a, cfg.n_ff)?);
@@ -58,7 +61,16 @@ impl Architecture for Qwen4Exp {
                 ),
             });
         }
-        cfg.qsa = QsaConfig::from_metadata(meta, a, &ssm.recurrent, cfg.rope.n_rot)?;
+        // The MTP layer (`nextn_predict_layers`; the real model has one, reused for every draft
+        // step): one is run, more are not.
+        let nextn = meta
+            .opt_u64(&format!("{a}.nextn_predict_layers"))?
+            .map_or(0, |v| v as usize);
+        if nextn > 1 {
+            tracing::warn!("{nextn} MTP layers: only the first one is loaded and run");
+        }
+        cfg.n_mtp = nextn.min(1);
+        cfg.qsa = QsaConfig::from_metadata(meta, a, &ssm.recurrent, cfg.rope.n_rot, cfg.n_mtp)?;
         cfg.ple = PleConfig::from_metadata(meta, a, cfg.n_layer, cfg.n_vocab)?;
         if let Some(p) = cfg.ple.as_ref().filter(|p| !ssm.recurrent[p.layer]) {
             // transformers (validate_architecture) and llama.cpp refuse it too.
@@ -101,5 +113,16 @@ impl Graph for Qwen4ExpWeights {
         rows: &[usize],
     ) -> Result<(), EngineError> {
         graph::output(be, cfg, self, ws, rows)
+    }
+
+    fn mtp(
+        &self,
+        be: &Cpu<'_>,
+        cfg: &ModelConfig,
+        ws: &mut Workspace<HostMem>,
+        seqs: &mut [SeqRun<'_>],
+        tokens: &[u32],
+    ) -> Result<(), EngineError> {
+        graph::mtp(be, cfg, self, ws, seqs, tokens)
     }
 }

@@ -94,6 +94,28 @@ pub struct Layer {
     pub shared: SharedExpert,
 }
 
+/// The MTP draft layer (`blk.M.*`, M = `n_layer`; docs/qwen4exp.md, "The MTP layer"):
+///
+/// ```text
+/// X_s    = eh_proj · [enorm(token_embd[t]); hnorm(R)_s]      every stream s of R [hc·H]
+/// X      = layer(X)                                          QSA attention + MoE, no PLE
+/// logits = output · hc_mix(X, hc_head)
+/// ```
+pub struct MtpWeights {
+    /// `[H][2·H]` (`nextn.eh_proj`): `[fc_embedding | fc_hidden]` along the input, the
+    /// embedding half first.
+    pub eh_proj: Matrix<'static>,
+    /// `[H]` RMS norm gamma of the token embedding (`nextn.enorm`, `1 + w` folded).
+    pub enorm: Vec<f32>,
+    /// `[hc·H]` RMS norm gamma of the input residual (`nextn.hnorm`, folded): ONE norm over
+    /// the whole hc-wide row, not per stream.
+    pub hnorm: Vec<f32>,
+    /// The MTP's own final mixer (`nextn.hc_head_{norm,down,up}`, no injection).
+    pub hc_head: HcWeights,
+    /// The decoder layer, under the trunk's tensor names at `blk.M`: a (QSA) attention layer.
+    pub layer: Layer,
+}
+
 /// All weights of a qwen4exp model.
 pub struct Qwen4ExpWeights {
     /// `[n_vocab][H]`.
@@ -105,6 +127,8 @@ pub struct Qwen4ExpWeights {
     /// The n-gram table `[n_rows][row]` (`per_layer_token_embd`), read in place.
     pub ple_table: Option<Matrix<'static>>,
     pub layers: Vec<Layer>,
+    /// The MTP draft layer, when the configuration has one (`cfg.n_mtp`).
+    pub mtp: Option<MtpWeights>,
 }
 
 impl Qwen4ExpWeights {
@@ -128,12 +152,17 @@ impl Qwen4ExpWeights {
         let layers = (0..cfg.n_layer)
             .map(|il| l.qwen4exp_layer(il))
             .collect::<Result<_, _>>()?;
+        let mtp = match cfg.n_mtp {
+            0 => None,
+            _ => Some(l.mtp(cfg.n_layer)?),
+        };
         Ok(Qwen4ExpWeights {
             token_embd,
             output,
             output_hc,
             ple_table,
             layers,
+            mtp,
         })
     }
 }
@@ -164,6 +193,21 @@ impl Loader<'_> {
         })
     }
 
+    /// The MTP layer at `blk.{il}` (`il = n_layer`).
+    fn mtp(&self, il: usize) -> Result<MtpWeights, EngineError> {
+        let (c, src) = (self.cfg, self.src);
+        let n = |s: &str| format!("blk.{il}.nextn.{s}");
+        let d = c.n_embd;
+        Ok(MtpWeights {
+            eh_proj: src.matrix(&n("eh_proj.weight"), 2 * d, d)?,
+            enorm: src.vector(&n("enorm.weight"), d)?,
+            hnorm: src.vector(&n("hnorm.weight"), c.residual_width())?,
+            hc_head: self.hc(&n("hc_head"), false)?,
+            layer: self.qwen4exp_layer(il)?,
+        })
+    }
+
+    /// Trunk layer `il`, or the MTP decoder layer (`il >= n_layer`: attention, no PLE).
     fn qwen4exp_layer(&self, il: usize) -> Result<Layer, EngineError> {
         let (c, src) = (self.cfg, self.src);
         let n = |s: &str| format!("blk.{il}.{s}");
@@ -174,7 +218,7 @@ impl Loader<'_> {
             _ => None,
         };
         let hc_attn = self.hc(&n("hc_attn"), true)?;
-        let mixer = if ssm.recurrent[il] {
+        let mixer = if ssm.recurrent.get(il).copied().unwrap_or(false) {
             Mixer::DeltaNet(self.q4e_delta_net(il, ssm)?)
         } else {
             Mixer::Attention(self.q4e_attention(il)?)
