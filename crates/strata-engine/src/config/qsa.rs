@@ -32,7 +32,8 @@ impl QsaConfig {
     /// `n_mtp` MTP attention layers follow the trunk's `recurrent.len()` layers (a ratio the
     /// array lacks for them is 0).
     ///
-    /// Errors: a missing or malformed key, a ratio on a layer without attention
+    /// Errors: a missing or malformed key, a `compress_ratios` array shorter than the trunk or
+    /// longer than `block_count`, a ratio on a layer without attention
     /// (`recurrent[il]`), a budget that is not a multiple of a ratio, rotated dims wider than an
     /// indexer head.
     pub fn from_metadata(
@@ -62,9 +63,14 @@ impl QsaConfig {
             key: key(k),
             reason,
         };
-        // The array may also cover MTP blocks after the trunk's `n_layer`.
-        if raw.len() < n_layer {
-            let reason = format!("{} entries for {n_layer} layers", raw.len());
+        // One entry per block (`block_count`, MTP blocks included); an array may stop after
+        // the trunk's `n_layer` (the MTP layers' ratios are then 0), but not run past the blocks.
+        let n_blocks = (meta.u64(&format!("{a}.block_count"))? as usize).max(n_layer + n_mtp);
+        if raw.len() < n_layer || raw.len() > n_blocks {
+            let reason = format!(
+                "{} entries for {n_layer} layers ({n_blocks} blocks)",
+                raw.len()
+            );
             return Err(bad("compress_ratios", reason));
         }
         let n_all = n_layer + n_mtp;

@@ -146,7 +146,7 @@ impl Qwen4ExpWeights {
         };
         let output_hc = l.hc("output_hc", false)?;
         let ple_table = match &cfg.ple {
-            Some(p) => Some(src.matrix("per_layer_token_embd.weight", p.row, p.n_rows)?),
+            Some(p) => Some(ple_table(src, cfg, p)?),
             None => None,
         };
         let layers = (0..cfg.n_layer)
@@ -165,6 +165,36 @@ impl Qwen4ExpWeights {
             mtp,
         })
     }
+}
+
+/// The n-gram table `[n_rows][row]`. A table too short for the rows `ple.head_offsets` and
+/// `ple.head_vocab_sizes` give the heads is an error naming `ple.head_offsets` (the head
+/// that runs past it); any other shape mismatch is the table's [`EngineError::BadShape`].
+fn ple_table(
+    src: &dyn TensorSource,
+    cfg: &ModelConfig,
+    p: &PleConfig,
+) -> Result<Matrix<'static>, EngineError> {
+    const NAME: &str = "per_layer_token_embd.weight";
+    src.matrix(NAME, p.row, p.n_rows).map_err(|e| {
+        let EngineError::BadShape { found, .. } = &e else {
+            return e;
+        };
+        let [cols, rows] = found[..] else { return e };
+        // PleConfig::from_metadata checked that these sums fit u64.
+        let past =
+            (p.offsets.iter().zip(&p.vocab_sizes).enumerate()).find(|(_, (o, v))| *o + *v > rows);
+        match past {
+            Some((h, (o, v))) if cols == p.row as u64 => EngineError::BadMetadata {
+                key: format!("{}.ple.head_offsets", cfg.arch.name()),
+                reason: format!(
+                    "head {h}'s rows {o}..{} run past the {rows} rows of {NAME}",
+                    o + v
+                ),
+            },
+            _ => e,
+        }
+    })
 }
 
 /// What qwen4exp's configure fills in; its absence is a bug in the caller's configuration.
