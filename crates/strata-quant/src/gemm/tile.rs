@@ -9,6 +9,7 @@
 
 use std::array;
 use std::cell::RefCell;
+use std::thread::LocalKey;
 use std::mem::{align_of, size_of, size_of_val};
 
 use crate::block::{cast_blocks, Block};
@@ -108,6 +109,18 @@ thread_local! {
     static DEC_CACHE: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The start of a per-thread scratch grown to at least `lines` cache lines, as a `T` pointer
+/// (`T` aligned to at most a line). The pointer is used after the borrow ends: see the callers.
+fn scratch<T>(cache: &'static LocalKey<RefCell<Vec<Line>>>, lines: usize) -> *mut T {
+    cache.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if cache.len() < lines {
+            cache.resize(lines, Line([0; 64]));
+        }
+        cache.as_mut_ptr().cast::<T>()
+    })
+}
+
 /// `job` in tiles of `R` rows × `T` tokens; the rows and tokens left over at the edges run as
 /// 1-row or 1-token tiles. Each group of `R` rows is decoded once into a per-thread cache and
 /// then sweeps every token, so the decoded weights stay in L1 while the activations stream
@@ -159,13 +172,7 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
     // No closure runs the kernels (it would not inherit the caller's target features): the
     // scratch is only sized inside one, and used after it.
     let lines = dec_bytes.div_ceil(size_of::<Line>());
-    let dec = DEC_CACHE.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        if cache.len() < lines {
-            cache.resize(lines, Line([0; 64]));
-        }
-        cache.as_mut_ptr().cast::<K::Dec>()
-    });
+    let dec = scratch::<K::Dec>(&DEC_CACHE, lines);
     // SAFETY (of using `dec` past the borrow): the scratch is per thread, only `run` touches
     // it, and `run` neither recurses nor yields, so nothing resizes or reads it meanwhile.
     for r in (0..rows_tiled).step_by(R) {
@@ -319,13 +326,7 @@ unsafe fn few<K: Tile>(m: &mut Mat<'_, K::W, K::A>, n_rows: usize, n_tok: usize)
         return false;
     }
     let lines = prep_bytes.div_ceil(size_of::<Line>());
-    let prep = PREP_CACHE.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        if cache.len() < lines {
-            cache.resize(lines, Line([0; 64]));
-        }
-        cache.as_mut_ptr().cast::<K::Prep>()
-    });
+    let prep = scratch::<K::Prep>(&PREP_CACHE, lines);
     // SAFETY (of using `prep` past the borrow): as for `DEC_CACHE` in `run`.
     // Token-major: `prep[t·n_steps + s]` is step `s` of token `t`.
     for t in 0..n_tok {
