@@ -9,8 +9,8 @@
 
 use std::array;
 use std::cell::RefCell;
-use std::thread::LocalKey;
 use std::mem::{align_of, size_of, size_of_val};
+use std::thread::LocalKey;
 
 use crate::block::{cast_blocks, Block};
 
