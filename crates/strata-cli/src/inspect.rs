@@ -260,8 +260,9 @@ impl ExpertLayer {
 /// norms, router, shared expert, embeddings), plus the bytes one token reads. Prints nothing
 /// for a dense model.
 fn print_experts(model: &GgufModel, out: &mut dyn Write) -> anyhow::Result<()> {
-    let n_layer = model.arch_u64("block_count").unwrap_or(0);
-    let layers: Vec<(usize, ExpertLayer)> = (0..n_layer as usize)
+    let n_layer = crate::bench::roofline::trunk_layers(model);
+    let n_mtp = model.arch_u64("block_count").unwrap_or(0) as usize - n_layer;
+    let layers: Vec<(usize, ExpertLayer)> = (0..n_layer)
         .filter_map(|il| ExpertLayer::of(model, il).map(|e| (il, e)))
         .collect();
     if layers.is_empty() {
@@ -272,8 +273,12 @@ fn print_experts(model: &GgufModel, out: &mut dyn Write) -> anyhow::Result<()> {
     let show = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
     writeln!(
         out,
-        "\nexperts: {} of {n_layer} layers routed, {} experts per layer, {} used per token, expert FFN width {}, shared expert FFN width {}",
+        "\nexperts: {} of {n_layer} layers routed{}, {} experts per layer, {} used per token, expert FFN width {}, shared expert FFN width {}",
         layers.len(),
+        match n_mtp {
+            0 => String::new(),
+            n => format!(" (+ {n} MTP draft layer{})", if n > 1 { "s" } else { "" }),
+        },
         show(key("expert_count")),
         show(used),
         show(key("expert_feed_forward_length")),
@@ -311,7 +316,12 @@ fn print_experts(model: &GgufModel, out: &mut dyn Write) -> anyhow::Result<()> {
         )?;
         i = j + 1;
     }
-    let total: u64 = model.tensors().map(|t| t.info.size_bytes).sum();
+    let is_mtp =
+        |name: &str| crate::bench::roofline::layer_of(name).is_some_and(|il| il >= n_layer);
+    let mtp_bytes: u64 = (model.tensors().filter(|t| is_mtp(&t.info.name)))
+        .map(|t| t.info.size_bytes)
+        .sum();
+    let total: u64 = model.tensors().map(|t| t.info.size_bytes).sum::<u64>() - mtp_bytes;
     let experts: u64 = layers.iter().map(|(_, e)| e.per_expert * e.n_expert).sum();
     let dense = total - experts;
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
@@ -322,6 +332,13 @@ fn print_experts(model: &GgufModel, out: &mut dyn Write) -> anyhow::Result<()> {
         100.0 * experts as f64 / total.max(1) as f64,
         gib(dense)
     )?;
+    if n_mtp > 0 {
+        writeln!(
+            out,
+            "  MTP draft layer bytes: {mtp_bytes} ({:.3} GiB; not in the totals here, read only when drafting)",
+            gib(mtp_bytes)
+        )?;
+    }
     let ple = crate::bench::roofline::ple_table(model);
     if let Some(p) = ple {
         writeln!(

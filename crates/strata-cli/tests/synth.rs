@@ -314,7 +314,8 @@ fn synthesized_tiny_qwen4exp_is_loaded_and_run() {
             "qwen4exp.attention.indexer.top_k",
             "qwen4exp.ple.layer_multipliers",
             "qwen4exp.ple.head_vocab_sizes",
-            "\nexperts: 4 of 4 layers routed, 8 experts per layer",
+            "\nexperts: 4 of 4 layers routed (+ 1 MTP draft layer), 8 experts per layer",
+            "  MTP draft layer bytes: ",
         ] {
             assert!(info.contains(want), "{ty}: missing {want:?} in\n{info}");
         }
@@ -373,13 +374,20 @@ fn qwen3_8_flash_next_is_planned_at_the_real_shape_and_a_cut_runs() {
         "blk.47.ffn_down_exps.weight Q4_0 [640, 2560, 512] ",
         "blk.47.indexer.k_proj.weight Q4_0 [2560, 128] ",
         "blk.1.ple_key.weight Q4_0 [2560, 10240] ",
-        "total 1224 tensors, 176943899520 params, 99756423680 bytes\n",
-        // Dense + 10 of 512 experts a layer + 16 table rows of 90 bytes.
+        // The MTP layer: [fc_embedding | fc_hidden] and a whole QSA attention + MoE layer.
+        "blk.48.nextn.eh_proj.weight Q4_0 [5120, 2560] ",
+        "blk.48.ffn_up_exps.weight Q4_0 [2560, 640, 512] ",
+        "blk.48.indexer.k_proj.weight Q4_0 [2560, 128] ",
+        "total 1256 tensors, 179551050368 params, 101227612672 bytes\n",
+        // Dense + 10 of 512 experts a layer + 16 table rows of 90 bytes (no MTP layer).
         "bytes read per token: 3978086720\n",
     ] {
         assert!(plan.contains(want), "missing {want:?} in the plan");
     }
-    assert!(!plan.contains("blk.48."), "no MTP layer is synthesized");
+    assert!(
+        !plan.contains("blk.48.ssm"),
+        "the MTP layer is an attention layer"
+    );
 
     let path = synth(&dir, "cut.gguf", &FLASH_NEXT_CUT);
     let size = std::fs::metadata(&path).unwrap().len();
@@ -388,7 +396,7 @@ fn qwen3_8_flash_next_is_planned_at_the_real_shape_and_a_cut_runs() {
     let info = stdout_of(&["inspect", p]);
     for want in [
         "qwen4exp.embedding_length_per_layer_input",
-        "\nexperts: 4 of 4 layers routed, 4 experts per layer, 2 used per token, expert FFN width 640, shared expert FFN width 640",
+        "\nexperts: 4 of 4 layers routed (+ 1 MTP draft layer), 4 experts per layer, 2 used per token, expert FFN width 640, shared expert FFN width 640",
         // 3 Q4_0 matrices of 2560 x 640 an expert: 3 * 640 * 2560/32 * 18 bytes.
         "  0-3             4     640  Q4_0    Q4_0    Q4_0         2764800        11059200  2764800, Q4_0/Q4_0/Q4_0",
         // 16 heads of primes from 1000 (16,820 rows), padded to 128: rows of 160 in 5 blocks.
@@ -443,5 +451,78 @@ fn llama_cpp_loads_synthesized_qwen4exp_and_agrees_on_f32() {
     let cut = synth(&dir, "cut.gguf", &FLASH_NEXT_CUT);
     let theirs = llama_greedy(&python, &cut, &prompt, 2);
     assert_eq!(theirs["n_vocab"], 1024);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The MTP draft layer of a synthesized file runs as the draft head: the trunk's hidden rows
+/// and the next tokens give finite draft logits, deterministic across runs, and the same as
+/// drafting the rows one at a time (the draft head keeps its own KV, so a row's logits do not
+/// depend on how the rows are fed). Without the layer (`--no-mtp`) drafting is an error.
+#[test]
+fn synthesized_qwen4exp_mtp_layer_drafts() {
+    use strata_engine::{EngineError, KvType, Model, SeqInput, SeqOutput, Want};
+    let dir = temp_dir("synth-q4e-mtp");
+    let base = ["--preset", "tiny-qwen4exp", "--vocab", "512", "--type"];
+    let tokens: Vec<u32> = (1..=12).map(|i| i * 37 % 512).collect();
+    for ty in ["f32", "iq3_xxs"] {
+        let mut args = base.to_vec();
+        args.push(ty);
+        let path = synth(&dir, &format!("q4e-{ty}.gguf"), &args);
+        let model = Model::load(&path).unwrap();
+        let (nv, width) = (model.config().n_vocab, model.config().residual_width());
+        assert_eq!(model.config().n_mtp, 1, "{ty}");
+        let draft = |rows_at_once: usize| -> Vec<f32> {
+            let mut s = model.new_session(64, KvType::F32);
+            let mut out = [SeqOutput::default()];
+            let mut batch = [SeqInput {
+                session: &mut s,
+                tokens: &tokens,
+                want: Want::All,
+                hidden: true,
+            }];
+            model.forward_batch(&mut batch, &mut out).unwrap();
+            let hidden = &out[0].hidden;
+            let t = tokens.len() - 1;
+            let mut logits = Vec::new();
+            for p in (0..t).step_by(rows_at_once) {
+                let n = rows_at_once.min(t - p);
+                let mut d = SeqOutput::default();
+                model
+                    .mtp_draft(
+                        &mut s,
+                        p,
+                        &hidden[p * width..(p + n) * width],
+                        &tokens[p + 1..p + 1 + n],
+                        &mut d,
+                    )
+                    .unwrap();
+                logits.extend_from_slice(&d.logits);
+            }
+            logits
+        };
+        let all = draft(tokens.len());
+        assert_eq!(all.len(), (tokens.len() - 1) * nv, "{ty}");
+        assert!(
+            all.iter().all(|x| x.is_finite()),
+            "{ty}: finite draft logits"
+        );
+        assert!(all.iter().any(|x| *x != 0.0), "{ty}: nonzero draft logits");
+        assert_eq!(all, draft(tokens.len()), "{ty}: deterministic");
+        assert_eq!(
+            all,
+            draft(1),
+            "{ty}: row by row = all rows at once, bit for bit"
+        );
+    }
+    let path = synth(
+        &dir,
+        "q4e-nomtp.gguf",
+        &[&base[..], &["f32", "--no-mtp"]].concat(),
+    );
+    let model = Model::load(&path).unwrap();
+    let mut s = model.new_session(64, KvType::F32);
+    let hidden = vec![0f32; model.config().residual_width()];
+    let e = model.mtp_draft(&mut s, 0, &hidden, &[1], &mut SeqOutput::default());
+    assert!(matches!(e, Err(EngineError::NoMtp)), "{:?}", e.err());
     let _ = std::fs::remove_dir_all(&dir);
 }

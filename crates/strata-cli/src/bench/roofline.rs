@@ -8,12 +8,16 @@ use strata_gguf::GgufModel;
 /// `output.weight`), and routed-expert tensors (`*_exps`, ggml shape `[cols, rows, n_expert]`)
 /// contribute `expert_used_count / expert_count` of their bytes. A qwen4exp n-gram table
 /// (`per_layer_token_embd`) contributes the rows one token hashes to (one per PLE head).
+/// MTP layers (`blk.N.*` for `N >= block_count − nextn_predict_layers`) run only when
+/// drafting and are not counted.
 pub fn bytes_per_token(model: &GgufModel) -> u64 {
     let used = model.arch_u64("expert_used_count");
     let tied = model.tensor("output.weight").is_none();
     let ple = ple_table(model);
+    let trunk = trunk_layers(model);
     model
         .tensors()
+        .filter(|t| layer_of(&t.info.name).is_none_or(|il| il < trunk))
         .map(|t| {
             let bytes = t.info.size_bytes;
             if t.info.name == "token_embd.weight" && !tied {
@@ -29,6 +33,19 @@ pub fn bytes_per_token(model: &GgufModel) -> u64 {
             }
         })
         .sum()
+}
+
+/// Layers of the forward pass: `block_count` less the MTP layers that follow them
+/// (`nextn_predict_layers`, as llama.cpp counts them).
+pub fn trunk_layers(model: &GgufModel) -> usize {
+    let all = model.arch_u64("block_count").unwrap_or(0);
+    let mtp = model.arch_u64("nextn_predict_layers").unwrap_or(0);
+    all.saturating_sub(mtp) as usize
+}
+
+/// The layer of a `blk.N.*` tensor name.
+pub fn layer_of(name: &str) -> Option<usize> {
+    name.strip_prefix("blk.")?.split('.').next()?.parse().ok()
 }
 
 /// qwen4exp's n-gram hash table (docs/qwen4exp.md, PLE).

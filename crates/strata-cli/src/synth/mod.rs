@@ -6,6 +6,7 @@
 //! pools of encoded rows (see `rows.rs`) however large the file. It is written to `OUT.part`
 //! and renamed when complete.
 
+mod blocks;
 mod rows;
 mod spec;
 mod tensors;
@@ -89,6 +90,9 @@ pub struct SynthArgs {
     /// a small base makes a small table.
     #[arg(long, value_parser = crate::flags::synth_ple_base)]
     pub ple_vocab_base: Option<u64>,
+    /// qwen4exp: write no MTP draft layer (the presets have one, `blk.<layers>.*`).
+    #[arg(long)]
+    pub no_mtp: bool,
     /// Training context written to the file.
     #[arg(long, value_parser = crate::flags::synth_ctx)]
     pub ctx: Option<usize>,
@@ -129,6 +133,9 @@ fn spec_of(a: &SynthArgs) -> Result<Spec> {
     set(&mut s.n_ff_exp, a.expert_ff);
     set(&mut s.n_ff_shexp, a.shared_ff);
     set(&mut s.n_ctx, a.ctx);
+    if a.no_mtp {
+        s.n_mtp = 0;
+    }
     if let Some(p) = s.ple.as_mut() {
         if let Some(base) = a.ple_vocab_base {
             p.vocab_base = base;
@@ -291,13 +298,16 @@ pub fn run(a: SynthArgs, models_dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Weight bytes one decoded token reads (as `strata inspect` counts them): every tensor, but
-/// one row of the embedding table, `n_expert_used` of the routed experts and one row per
-/// PLE head of the n-gram table.
+/// Weight bytes one decoded token reads (as `strata inspect` counts them): every trunk
+/// tensor, but one row of the embedding table, `n_expert_used` of the routed experts and one
+/// row per PLE head of the n-gram table. The MTP layer (`blk.<n_layer>.*`) runs only when
+/// drafting and is not counted.
 fn per_token(w: &GgufWriter, spec: &Spec) -> u64 {
     let rows = |t: &strata_gguf::TensorInfo| (t.n_elements() / t.shape[0].max(1)).max(1);
+    let mtp = format!("blk.{}.", spec.n_layer);
     w.tensors()
         .iter()
+        .filter(|t| spec.n_mtp == 0 || !t.name.starts_with(&mtp))
         .map(|t| match t.name.as_str() {
             "token_embd.weight" => t.size_bytes / rows(t),
             "per_layer_token_embd.weight" => {

@@ -86,9 +86,8 @@ impl Pool {
             .enumerate()
             .try_for_each(|(r, dst)| {
                 // The float rows depend on the length only: every type encodes the same values.
-                let mut n = Normal::new(seed ^ mix(row_len as u64) ^ mix(r as u64 + 1));
-                let src: Vec<f32> = (0..row_len).map(|_| n.next() * std).collect();
-                strata_quant::quantize(ty, &src, dst)
+                let row_seed = seed ^ mix(row_len as u64) ^ mix(r as u64 + 1);
+                super::blocks::encode_row(ty, row_seed, row_len, std, dst)
             })?;
         Ok(Pool {
             row_bytes,

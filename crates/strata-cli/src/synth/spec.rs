@@ -184,6 +184,9 @@ pub struct Spec {
     /// `general.name`.
     pub name: String,
     pub n_layer: usize,
+    /// MTP draft layers after the trunk (`nextn_predict_layers`, written as `blk.<n_layer>.*`
+    /// with `block_count = n_layer + n_mtp`); qwen4exp only, 0 or 1.
+    pub n_mtp: usize,
     /// Residual width.
     pub n_embd: usize,
     pub n_head: usize,
@@ -243,6 +246,7 @@ impl Spec {
             arch,
             name: format!("synth-tiny-{}", arch.name()),
             n_layer: if next { 4 } else { 2 },
+            n_mtp: usize::from(q4e),
             n_embd: 256,
             n_head: 4,
             n_head_kv: 2,
@@ -305,6 +309,7 @@ impl Spec {
                 arch: SynthArch::Qwen3moe,
                 name: "synth-qwen3-30b-a3b".into(),
                 n_layer: 48,
+                n_mtp: 0,
                 n_embd: 2048,
                 n_head: 32,
                 n_head_kv: 4,
@@ -330,6 +335,7 @@ impl Spec {
                 arch: SynthArch::Qwen3next,
                 name: "synth-qwen3-next-80b-a3b".into(),
                 n_layer: 48,
+                n_mtp: 0,
                 n_embd: 2048,
                 n_head: 16,
                 n_head_kv: 2,
@@ -362,6 +368,7 @@ impl Spec {
                 arch: SynthArch::Qwen4exp,
                 name: "synth-qwen3.8-flash-next".into(),
                 n_layer: 48,
+                n_mtp: 1,
                 n_embd: 2560,
                 n_head: 24,
                 n_head_kv: 2,
@@ -464,6 +471,12 @@ impl Spec {
                 bail!("inconsistent DeltaNet shape {s:?}");
             }
         }
+        if self.n_mtp > 1 || (self.n_mtp > 0 && self.arch != SynthArch::Qwen4exp) {
+            bail!(
+                "{} MTP layers: only qwen4exp has one (at most 1)",
+                self.n_mtp
+            );
+        }
         if let Some(ix) = &self.indexer {
             if ix.n_head == 0 || ix.head_dim < self.n_rot || ix.top_k == 0 {
                 bail!(
@@ -496,10 +509,18 @@ impl Spec {
         Ok(())
     }
 
-    /// True when layer `il` of a qwen3next model is Gated DeltaNet (false: full attention).
+    /// True when layer `il` of a qwen3next model is Gated DeltaNet (false: full attention,
+    /// as is every MTP layer, `il >= n_layer`).
     pub fn is_recurrent(&self, il: usize) -> bool {
-        self.ssm
-            .is_some_and(|s| !(il + 1).is_multiple_of(s.full_attention_interval))
+        il < self.n_layer
+            && self
+                .ssm
+                .is_some_and(|s| !(il + 1).is_multiple_of(s.full_attention_interval))
+    }
+
+    /// Trunk and MTP layers: the length of the per-layer arrays and `block_count`.
+    pub fn n_blocks(&self) -> usize {
+        self.n_layer + self.n_mtp
     }
 
     /// The PLE layer, unless `--layers` cut it off or it is not a DeltaNet layer.
@@ -529,7 +550,7 @@ impl Spec {
             u(w, "attention.indexer.head_count", ix.n_head);
             u(w, "attention.indexer.key_length", ix.head_dim);
             u(w, "attention.indexer.top_k", ix.top_k);
-            let ratios: Vec<i32> = (0..self.n_layer)
+            let ratios: Vec<i32> = (0..self.n_blocks())
                 .map(|il| match self.is_recurrent(il) {
                     true => 0,
                     false => ix.ratio as i32,
@@ -569,7 +590,10 @@ impl Spec {
         let u = |w: &mut GgufWriter, k: &str, v: usize| {
             w.set(format!("{a}.{k}"), v as u32);
         };
-        u(w, "block_count", self.n_layer);
+        u(w, "block_count", self.n_blocks());
+        if self.n_mtp > 0 {
+            u(w, "nextn_predict_layers", self.n_mtp);
+        }
         u(w, "context_length", self.n_ctx);
         u(w, "embedding_length", self.n_embd);
         u(w, "feed_forward_length", self.n_ff);
@@ -606,7 +630,9 @@ impl Spec {
             u(w, "ssm.group_count", s.group_count);
             u(w, "ssm.time_step_rank", s.time_step_rank);
             u(w, "ssm.inner_size", s.inner_size);
-            let recurrent: Vec<bool> = (0..self.n_layer).map(|il| self.is_recurrent(il)).collect();
+            let recurrent: Vec<bool> = (0..self.n_blocks())
+                .map(|il| self.is_recurrent(il))
+                .collect();
             w.set(format!("{a}.attention.recurrent_layers"), recurrent);
             u(w, "full_attention_interval", s.full_attention_interval);
         }

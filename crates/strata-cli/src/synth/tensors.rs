@@ -41,30 +41,69 @@ impl Planned {
     }
 }
 
-/// The storage type asked for with `--type`: one ggml type for every matrix, or a
-/// Q4_K_M-like mix.
+/// The storage type asked for with `--type`: one ggml type for every matrix, or one of
+/// llama-quantize's mixes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TypeChoice {
     Pure(GgmlType),
     /// Q4_K, with Q6_K for `output.weight` and for `attn_v` / `ffn_down*` in the layers
     /// llama.cpp's Q4_K_M gives more bits (the first and last eighth, every third between).
     Q4KM,
+    /// llama-quantize's IQ3_XXS (with an importance matrix, which it requires).
+    Iq3Xxs,
+    /// llama-quantize's IQ2_XS (with an importance matrix, which it requires).
+    Iq2Xs,
+}
+
+/// What `llama_tensor_get_type` (llama.cpp `src/llama-quant.cpp`) needs to know of a matrix.
+#[derive(Clone, Copy, Debug)]
+struct Site<'a> {
+    name: &'a str,
+    /// `blk.N` of the name.
+    layer: Option<usize>,
+    /// Layers with MTP layers (`block_count`, llama.cpp's `n_layer_all`).
+    n_layer: usize,
+    /// Query heads per KV head (`n_gqa`).
+    n_gqa: usize,
+    n_expert: usize,
+    /// The quantizer's running counters as (index of this tensor, count in the file): over
+    /// `attn_v`-like tensors (`attn_v`, `attn_qkv`) and over `ffn_down*` tensors (whose
+    /// count llama.cpp takes as `n_layer_all`).
+    attn_v: (usize, usize),
+    ffn_down: (usize, usize),
+}
+
+/// llama.cpp's `category_is_attn_v`.
+fn is_attn_v(name: &str) -> bool {
+    name.contains("attn_v.weight") || name.contains("attn_qkv.weight")
 }
 
 impl TypeChoice {
-    /// Parses a ggml type name (`q4_k`, `Q8_0`, `f16`, …) or `q4_k_m`.
+    /// Parses a ggml type name (`q4_k`, `Q8_0`, `f16`, …) or one of the mixes `q4_k_m`,
+    /// `iq3_xxs`, `iq2_xs` (named as llama-quantize names them).
     ///
-    /// Errors: an unknown name, or a type strata-quant cannot produce or llama.cpp cannot
-    /// store as weights.
+    /// Errors: an unknown name, or a type synth cannot produce or llama.cpp cannot store as
+    /// weights.
     pub fn parse(s: &str) -> Result<TypeChoice> {
-        if s.eq_ignore_ascii_case("q4_k_m") {
-            return Ok(TypeChoice::Q4KM);
+        for (name, mix) in [
+            ("q4_k_m", TypeChoice::Q4KM),
+            ("iq3_xxs", TypeChoice::Iq3Xxs),
+            ("iq2_xs", TypeChoice::Iq2Xs),
+        ] {
+            if s.eq_ignore_ascii_case(name) {
+                return Ok(mix);
+            }
         }
         let Some(ty) = GgmlType::from_name(s) else {
-            bail!("unknown type '{s}' (try f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q4_k_m)");
+            bail!(
+                "unknown type '{s}' (try f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q4_k_m, iq3_xxs, iq2_xs)"
+            );
         };
-        if !strata_quant::supports_quantize(ty) || matches!(ty, GgmlType::Q8_1 | GgmlType::Q8_K) {
-            bail!("{ty} cannot be synthesized: strata-quant cannot quantize it to a weight type");
+        let drawn = super::blocks::supports(ty);
+        if !(strata_quant::supports_quantize(ty) || drawn)
+            || matches!(ty, GgmlType::Q8_1 | GgmlType::Q8_K)
+        {
+            bail!("{ty} cannot be synthesized: not a weight type synth can produce");
         }
         Ok(TypeChoice::Pure(ty))
     }
@@ -74,6 +113,8 @@ impl TypeChoice {
         use GgmlType as T;
         match self {
             TypeChoice::Q4KM => 15,
+            TypeChoice::Iq2Xs => 20,
+            TypeChoice::Iq3Xxs => 23,
             TypeChoice::Pure(ty) => match ty {
                 T::F32 => 0,
                 T::F16 => 1,
@@ -82,42 +123,92 @@ impl TypeChoice {
                 T::Q8_0 => 7,
                 T::Q5_0 => 8,
                 T::Q5_1 => 9,
+                T::Q2_K => 10,
+                T::Q3_K => 11,
                 T::Q4_K => 14,
                 T::Q5_K => 16,
                 T::Q6_K => 18,
+                T::IQ2_XXS => 19,
+                T::IQ2_XS => 20,
+                T::IQ3_XXS => 23,
+                T::IQ1_S => 24,
+                T::IQ4_NL => 25,
+                T::IQ3_S => 26,
+                T::IQ2_S => 28,
+                T::IQ4_XS => 30,
                 T::BF16 => 32,
                 _ => 0,
             },
         }
     }
 
-    /// The type of a matrix with rows of `row_len`, given the layer (None outside layers)
-    /// and whether it is one llama.cpp's mixes give more bits. Rows that are not a whole
-    /// number of blocks fall back as llama.cpp's quantizer does (Q4_K to Q5_0, Q5_K to Q5_1,
-    /// Q6_K to Q8_0, other k-quants to IQ4_NL), or to F16.
-    fn matrix_type(self, row_len: u64, more_bits: bool) -> GgmlType {
-        let ty = match self {
-            TypeChoice::Pure(t) => t,
-            TypeChoice::Q4KM if more_bits => GgmlType::Q6_K,
-            TypeChoice::Q4KM => GgmlType::Q4_K,
+    /// The mix's type for a matrix before the shape fallback: llama.cpp's
+    /// `llama_tensor_get_type_impl` for these mixes, with an importance matrix.
+    fn mix_type(self, s: Site<'_>) -> GgmlType {
+        use GgmlType as T;
+        let n = s.name;
+        let (attn_v, ffn_down) = (is_attn_v(n), n.contains("ffn_down"));
+        let more_bits = match s.layer {
+            Some(il) if ffn_down => use_more_bits(il, s.n_layer),
+            Some(_) if attn_v => use_more_bits(s.attn_v.0, s.attn_v.1),
+            _ => false,
         };
+        let early = s.ffn_down.0 < s.ffn_down.1 / 8;
+        let embd = n == "token_embd.weight" || n == "per_layer_token_embd.weight";
+        match self {
+            TypeChoice::Pure(t) => t,
+            TypeChoice::Q4KM if n == "output.weight" => T::Q6_K,
+            TypeChoice::Q4KM if more_bits => T::Q6_K,
+            TypeChoice::Q4KM => T::Q4_K,
+            TypeChoice::Iq3Xxs | TypeChoice::Iq2Xs if n == "output.weight" => T::Q5_K,
+            TypeChoice::Iq3Xxs if embd => T::IQ3_S,
+            TypeChoice::Iq3Xxs if attn_v && s.n_gqa >= 4 => T::Q4_K,
+            TypeChoice::Iq3Xxs if n.contains("attn_k.weight") || n.contains("attn_q.weight") => {
+                T::IQ2_S
+            }
+            TypeChoice::Iq3Xxs if n.contains("attn_output.weight") => T::IQ3_S,
+            TypeChoice::Iq3Xxs => T::IQ3_XXS,
+            TypeChoice::Iq2Xs if embd => T::Q2_K,
+            TypeChoice::Iq2Xs if attn_v && (s.n_gqa >= 4 || s.n_expert >= 4) => T::Q4_K,
+            TypeChoice::Iq2Xs if attn_v => T::Q2_K,
+            TypeChoice::Iq2Xs if s.n_expert == 8 && n.contains("attn_k.weight") => T::Q4_K,
+            TypeChoice::Iq2Xs if ffn_down && early => T::Q2_K,
+            TypeChoice::Iq2Xs if s.n_expert == 8 && n.contains("attn_output.weight") => T::Q5_K,
+            TypeChoice::Iq2Xs => T::IQ2_XS,
+        }
+    }
+
+    /// The type of a matrix with rows of `row_len`. Rows that are not a whole number of
+    /// blocks fall back as llama.cpp's quantizer does (`tensor_type_fallback`: the 256-wide
+    /// i-quants to IQ4_NL, Q2_K/Q3_K to Q4_0, Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0), or
+    /// to F16.
+    fn matrix_type(self, site: Site<'_>, row_len: u64) -> GgmlType {
+        let ty = self.mix_type(site);
         let fits = |t: GgmlType| row_len.is_multiple_of(t.block_size() as u64);
         if fits(ty) {
             return ty;
         }
-        // llama.cpp's `tensor_type_fallback` (src/llama-quant.cpp), then F16.
+        use GgmlType as T;
         let fallback = match ty {
-            GgmlType::Q4_K => GgmlType::Q5_0,
-            GgmlType::Q5_K => GgmlType::Q5_1,
-            GgmlType::Q6_K => GgmlType::Q8_0,
-            GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::IQ4_XS => GgmlType::IQ4_NL,
-            t if t.is_quantized() => GgmlType::Q8_0,
-            _ => GgmlType::F16,
+            T::IQ1_S
+            | T::IQ1_M
+            | T::IQ2_XXS
+            | T::IQ2_XS
+            | T::IQ2_S
+            | T::IQ3_XXS
+            | T::IQ3_S
+            | T::IQ4_XS => T::IQ4_NL,
+            T::Q2_K | T::Q3_K => T::Q4_0,
+            T::Q4_K => T::Q5_0,
+            T::Q5_K => T::Q5_1,
+            T::Q6_K => T::Q8_0,
+            t if t.is_quantized() => T::Q8_0,
+            _ => T::F16,
         };
-        if fits(fallback) && strata_quant::supports_quantize(fallback) {
+        if fits(fallback) {
             fallback
         } else {
-            GgmlType::F16
+            T::F16
         }
     }
 }
@@ -132,7 +223,12 @@ fn use_more_bits(il: usize, n_layer: usize) -> bool {
 /// the asked type from the shared row pool; the router, vectors and SSM parameters as F32
 /// drawn one by one (llama.cpp keeps them F32 too), with the mean and spread of a trained
 /// model's (norms near 1, the decay rate negative, convolution taps ~ 1/√kernel).
-fn planned(t: TensorSpec, types: TypeChoice, n_layer: usize) -> Planned {
+fn planned(
+    t: TensorSpec,
+    types: TypeChoice,
+    cfg: &ModelConfig,
+    counters: &mut Counters,
+) -> Planned {
     let name = t.name;
     let layer = name
         .strip_prefix("blk.")
@@ -140,24 +236,26 @@ fn planned(t: TensorSpec, types: TypeChoice, n_layer: usize) -> Planned {
         .and_then(|i| i.parse::<usize>().ok());
     let direct = |mean: f32, std: f32| (GgmlType::F32, Fill::Direct { mean, std });
     let router_std = 1.0 / (t.shape[0] as f32).sqrt();
+    let mixed = !matches!(types, TypeChoice::Pure(_));
     let (ty, fill) = match t.kind {
         _ if name.ends_with("ffn_gate_inp.weight") => direct(0.0, router_std),
         TensorKind::RowVector => direct(0.0, router_std),
         // llama-quantize keeps qwen4exp's QSA indexer in F32.
-        TensorKind::Matrix if types == TypeChoice::Q4KM && name.contains(".indexer.") => {
-            (GgmlType::F32, Fill::Pooled)
-        }
+        TensorKind::Matrix if mixed && name.contains(".indexer.") => (GgmlType::F32, Fill::Pooled),
         TensorKind::Matrix | TensorKind::Experts => {
-            let more_bits = match layer {
-                Some(il) => {
-                    // llama.cpp matches "ffn_down" anywhere in the name (so qwen4exp's
-                    // hc_ffn_down too).
-                    let gets_more = name.ends_with("attn_v.weight") || name.contains("ffn_down");
-                    gets_more && use_more_bits(il, n_layer)
-                }
-                None => name == "output.weight",
+            let n_layer = cfg.n_layer + cfg.n_mtp;
+            let site = Site {
+                name: &name,
+                layer,
+                n_layer,
+                n_gqa: cfg.n_head / cfg.n_head_kv.max(1),
+                n_expert: cfg.moe.as_ref().map_or(0, |m| m.n_expert),
+                attn_v: (counters.attn_v, counters.n_attn_v),
+                ffn_down: (counters.ffn_down, n_layer),
             };
-            (types.matrix_type(t.shape[0], more_bits), Fill::Pooled)
+            counters.attn_v += usize::from(is_attn_v(&name));
+            counters.ffn_down += usize::from(name.contains("ffn_down"));
+            (types.matrix_type(site, t.shape[0]), Fill::Pooled)
         }
         TensorKind::Floats if name.ends_with("ssm_a") => direct(-1.0, 0.1),
         TensorKind::Floats if name.ends_with("ssm_dt.bias") => direct(1.0, 0.1),
@@ -182,10 +280,22 @@ fn planned(t: TensorSpec, types: TypeChoice, n_layer: usize) -> Planned {
 /// Errors: a configuration the architecture rejects.
 pub fn plan(cfg: &ModelConfig, types: TypeChoice) -> Result<Vec<Planned>> {
     let list = arch::tensor_list(cfg)?;
+    let mut counters = Counters {
+        n_attn_v: list.iter().filter(|t| is_attn_v(&t.name)).count(),
+        ..Counters::default()
+    };
     Ok(list
         .into_iter()
-        .map(|t| planned(t, types, cfg.n_layer))
+        .map(|t| planned(t, types, cfg, &mut counters))
         .collect())
+}
+
+/// llama-quantize's running counts of the tensors seen so far, in file order.
+#[derive(Default)]
+struct Counters {
+    attn_v: usize,
+    n_attn_v: usize,
+    ffn_down: usize,
 }
 
 #[cfg(test)]
@@ -225,22 +335,84 @@ mod tests {
         );
     }
 
+    /// A matrix `name` of a 48-layer model with 12 query heads per KV head and 512 experts.
+    /// (As if each layer had one `attn_v`-like and one `ffn_down` tensor.)
+    fn site(name: &str) -> Site<'_> {
+        let layer = name
+            .strip_prefix("blk.")
+            .and_then(|r| r.split('.').next()?.parse().ok());
+        let il = layer.unwrap_or(0);
+        Site {
+            name,
+            layer,
+            n_layer: 48,
+            n_gqa: 12,
+            n_expert: 512,
+            attn_v: (il, 48),
+            ffn_down: (il, 48),
+        }
+    }
+
     #[test]
     fn rows_that_are_not_whole_blocks_fall_back() {
         let q4k = TypeChoice::Pure(GgmlType::Q4_K);
-        assert_eq!(q4k.matrix_type(512, false), GgmlType::Q4_K);
-        assert_eq!(q4k.matrix_type(64, false), GgmlType::Q5_0);
-        assert_eq!(q4k.matrix_type(160, false), GgmlType::Q5_0);
-        assert_eq!(TypeChoice::Q4KM.matrix_type(128, true), GgmlType::Q8_0);
-        // strata-quant has no IQ4_NL encoder, so no synthesized file has the real table's
-        // IQ4_NL; Q4_0 (and Q8_0) rows of 160 are whole blocks.
-        assert!(TypeChoice::parse("iq4_nl").is_err());
+        let w = site("blk.10.ffn_up.weight");
+        assert_eq!(q4k.matrix_type(w, 512), GgmlType::Q4_K);
+        assert_eq!(q4k.matrix_type(w, 64), GgmlType::Q5_0);
+        assert_eq!(q4k.matrix_type(w, 160), GgmlType::Q5_0);
+        assert_eq!(
+            TypeChoice::Q4KM.matrix_type(site("output.weight"), 128),
+            GgmlType::Q8_0
+        );
         let q40 = TypeChoice::parse("q4_0").unwrap();
-        assert_eq!(q40.matrix_type(160, false), GgmlType::Q4_0);
-        assert_eq!(q4k.matrix_type(40, false), GgmlType::F16);
-        assert_eq!(TypeChoice::Q4KM.matrix_type(512, true), GgmlType::Q6_K);
-        assert!(TypeChoice::parse("q2_k").is_err());
+        assert_eq!(q40.matrix_type(w, 160), GgmlType::Q4_0);
+        assert_eq!(q4k.matrix_type(w, 40), GgmlType::F16);
+        assert_eq!(
+            TypeChoice::Q4KM.matrix_type(site("output.weight"), 512),
+            GgmlType::Q6_K
+        );
+        // 256-wide i-quants fall back to IQ4_NL, Q2_K to Q4_0 (llama.cpp's tensor_type_fallback).
+        let iq3 = TypeChoice::Iq3Xxs;
+        assert_eq!(iq3.matrix_type(w, 160), GgmlType::IQ4_NL);
+        assert_eq!(
+            TypeChoice::Iq2Xs.matrix_type(site("token_embd.weight"), 160),
+            GgmlType::Q4_0
+        );
+        assert_eq!(
+            TypeChoice::parse("q2_k").unwrap(),
+            TypeChoice::Pure(GgmlType::Q2_K)
+        );
+        assert_eq!(
+            TypeChoice::parse("IQ4_NL").unwrap(),
+            TypeChoice::Pure(GgmlType::IQ4_NL)
+        );
+        assert!(TypeChoice::parse("iq1_m").is_err());
+        assert!(TypeChoice::parse("q8_k").is_err());
         assert!(TypeChoice::parse("nope").is_err());
+    }
+
+    #[test]
+    fn iq_mixes_follow_llama_quantize() {
+        let t = |mix: TypeChoice, name: &str| mix.matrix_type(site(name), 2560);
+        let iq3 = TypeChoice::Iq3Xxs;
+        assert_eq!(t(iq3, "output.weight"), GgmlType::Q5_K);
+        assert_eq!(t(iq3, "token_embd.weight"), GgmlType::IQ3_S);
+        assert_eq!(t(iq3, "blk.0.attn_qkv.weight"), GgmlType::Q4_K);
+        assert_eq!(t(iq3, "blk.3.attn_v.weight"), GgmlType::Q4_K);
+        assert_eq!(t(iq3, "blk.3.attn_q.weight"), GgmlType::IQ2_S);
+        assert_eq!(t(iq3, "blk.3.attn_k.weight"), GgmlType::IQ2_S);
+        assert_eq!(t(iq3, "blk.3.attn_output.weight"), GgmlType::IQ3_S);
+        assert_eq!(t(iq3, "blk.0.ffn_down_exps.weight"), GgmlType::IQ3_XXS);
+        assert_eq!(t(iq3, "blk.20.ffn_up_exps.weight"), GgmlType::IQ3_XXS);
+        let iq2 = TypeChoice::Iq2Xs;
+        assert_eq!(t(iq2, "output.weight"), GgmlType::Q5_K);
+        assert_eq!(t(iq2, "token_embd.weight"), GgmlType::Q2_K);
+        assert_eq!(t(iq2, "blk.0.attn_qkv.weight"), GgmlType::Q4_K);
+        assert_eq!(t(iq2, "blk.0.ffn_down_exps.weight"), GgmlType::Q2_K);
+        assert_eq!(t(iq2, "blk.6.ffn_down_exps.weight"), GgmlType::IQ2_XS);
+        assert_eq!(t(iq2, "blk.3.attn_output.weight"), GgmlType::IQ2_XS);
+        assert_eq!(t(iq2, "blk.20.ffn_gate_exps.weight"), GgmlType::IQ2_XS);
+        assert_eq!((iq3.file_type(), iq2.file_type()), (23, 20));
     }
 
     #[test]
@@ -303,9 +475,17 @@ mod tests {
             .iter()
             .filter(|t| t.name.ends_with("indexer.k_proj.weight"))
             .count();
-        assert_eq!((attn, qsa), (12, 12));
+        // 12 trunk attention layers and the MTP layer, all with an indexer.
+        assert_eq!((attn, qsa), (13, 13));
         let experts = t.iter().filter(|t| t.name.ends_with("ffn_up_exps.weight"));
-        assert_eq!(experts.map(|t| t.shape[2]).sum::<u64>(), 24_576);
+        assert_eq!(experts.map(|t| t.shape[2]).sum::<u64>(), 25_088);
+        // The MTP layer (blk.48): [fc_embedding | fc_hidden], its norms and final mixer.
+        assert_eq!(shape("blk.48.nextn.eh_proj.weight"), [5120, 2560]);
+        assert_eq!(shape("blk.48.nextn.enorm.weight"), [2560]);
+        assert_eq!(shape("blk.48.nextn.hnorm.weight"), [10240]);
+        assert_eq!(shape("blk.48.nextn.hc_head_down.weight"), [10240, 320]);
+        assert_eq!(shape("blk.48.ffn_up_exps.weight"), [2560, 640, 512]);
+        assert!(!t.iter().any(|t| t.name.starts_with("blk.48.ssm")));
         // The 320,001,536-row table: Q4_0 rows of 160 are 5 blocks of 18 bytes, 28.8 GB.
         let table = get("per_layer_token_embd.weight");
         assert_eq!(table.shape, [160, 320_001_536]);
