@@ -7,7 +7,7 @@
 
 use strata_quant::Isa;
 
-use super::{Backend, DeltaBufs, Glu, Memory, QsaBufs, RowBuf};
+use super::{Backend, DeltaBufs, Glu, MatmulTo, Memory, QsaBufs, RowBuf};
 use crate::error::EngineError;
 use crate::ops::activation::{geglu_tanh, swiglu};
 use crate::ops::attention::{attention, AttnShape};
@@ -17,7 +17,7 @@ use crate::ops::delta_net::{
 };
 use crate::ops::gate::{mul_silu_in_place, sigmoid, silu_in_place, softplus};
 use crate::ops::hyper::{hc_collapse, hc_expand_add};
-use crate::ops::linear::{matmul, Activations, Matrix};
+use crate::ops::linear::{matmul, matmul_many, Activations, MatmulOut, Matrix};
 use crate::ops::moe::{moe_ffn, MoeScratch, MoeWeights, Placement};
 use crate::ops::norm::{rms_norm_groups, rms_norm_rows, rms_norm_rows_in_place};
 use crate::ops::ple::ple_gate;
@@ -143,6 +143,25 @@ impl Backend for Cpu<'_> {
     ) -> Result<(), EngineError> {
         y.resize(x.rows(), w.rows);
         matmul(self.pool, w, bias, x, y.write())
+    }
+
+    fn matmuls(
+        &self,
+        x: &mut Activations,
+        outs: &mut [MatmulTo<'_, '_, Self>],
+    ) -> Result<(), EngineError> {
+        let mut parts: Vec<MatmulOut<'_, '_>> = outs
+            .iter_mut()
+            .map(|o| {
+                o.y.resize(x.rows(), o.w.rows);
+                MatmulOut {
+                    w: o.w,
+                    bias: o.bias,
+                    y: o.y.write(),
+                }
+            })
+            .collect();
+        matmul_many(self.pool, x, &mut parts)
     }
 
     fn rms_norm(&self, x: &Activations, w: &[f32], eps: f32, out: &mut Activations) {

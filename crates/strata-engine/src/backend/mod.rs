@@ -85,6 +85,13 @@ pub struct QsaBufs<'a, B: Backend + ?Sized> {
     pub ik: &'a Buf<B>,
 }
 
+/// One output of [`Backend::matmuls`]: `y = x·Wᵀ (+ bias)`, `y` `[T][w.rows]` (resized).
+pub struct MatmulTo<'a, 'w, B: Backend + ?Sized> {
+    pub w: &'a Matrix<'w>,
+    pub bias: Option<&'a [f32]>,
+    pub y: &'a mut Buf<B>,
+}
+
 /// The ops of the model graphs (see the module docs). Element-wise ops require equal shapes;
 /// a mismatch is a bug in the graph (debug assertions), not an input error.
 pub trait Backend: Sync {
@@ -131,6 +138,22 @@ pub trait Backend: Sync {
         x: &mut Buf<Self>,
         y: &mut Buf<Self>,
     ) -> Result<(), EngineError>;
+
+    /// Several [`Backend::matmul`]s of one input (q/k/v, gate/up), each output as that op
+    /// would write it (bit for bit); a backend may run them as one fused op. The default runs
+    /// them one after another.
+    ///
+    /// Errors: as [`Backend::matmul`].
+    fn matmuls(
+        &self,
+        x: &mut Buf<Self>,
+        outs: &mut [MatmulTo<'_, '_, Self>],
+    ) -> Result<(), EngineError> {
+        for o in outs.iter_mut() {
+            self.matmul(o.w, o.bias, x, o.y)?;
+        }
+        Ok(())
+    }
 
     /// RMS norm of every `w.len()`-wide piece of `x` (a token row, or one head of it) times
     /// `w`, into `out` (resized to `x`'s shape).

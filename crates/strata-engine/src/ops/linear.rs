@@ -160,6 +160,21 @@ pub enum ActRows<'a> {
 }
 
 impl Activations {
+    /// [`Activations::rows_for`] without computing: `None` when that form is not valid for
+    /// the current data.
+    fn ready_for(&self, w_ty: GgmlType) -> Option<ActRows<'_>> {
+        match strata_quant::vec_dot_type(w_ty) {
+            Some(act_ty) => (self.quantized.iter())
+                .find(|q| q.0 == act_ty && q.2)
+                .map(|q| ActRows::Quantized(&q.1)),
+            None if w_ty == GgmlType::F16 => self
+                .f16_rounded
+                .1
+                .then_some(ActRows::Float(&self.f16_rounded.0)),
+            None => Some(ActRows::Float(&self.data)),
+        }
+    }
+
     /// The batch as [`matmul`] by a `w_ty` weight reads it: quantized to `w_ty`'s
     /// `vec_dot_type` (on `pool`, at most once per write; BF16 for BF16), else f32
     /// (f16-rounded for F16). For ops that run their own tiles, e.g. routed experts.
@@ -252,6 +267,62 @@ pub fn matmul(
     if let Some(b) = bias {
         for row in y.chunks_exact_mut(w.rows) {
             super::add_in_place(pool, row, b);
+        }
+    }
+    Ok(())
+}
+
+/// One output of [`matmul_many`]: `y = x·Wᵀ (+ bias)`, `y` `[T][w.rows]`.
+pub struct MatmulOut<'a, 'w> {
+    pub w: &'a Matrix<'w>,
+    pub bias: Option<&'a [f32]>,
+    pub y: &'a mut [f32],
+}
+
+/// Several [`matmul`]s of the same input in one pool round (q/k/v, gate/up): every output's
+/// tiles are those [`matmul`] would make for it alone, so each output is bit-identical to its
+/// own [`matmul`]; one round instead of one per output saves a fork-join per extra matrix,
+/// which decode of small models is bound by. The input is quantized once per activation type
+/// the weights need.
+///
+/// Errors: as [`matmul`].
+pub fn matmul_many(
+    pool: &Pool,
+    x: &mut Activations,
+    outs: &mut [MatmulOut<'_, '_>],
+) -> Result<(), EngineError> {
+    let t_n = x.rows();
+    if t_n == 0 {
+        return Ok(());
+    }
+    for o in outs.iter() {
+        debug_assert_eq!(x.cols, o.w.cols);
+        debug_assert_eq!(o.y.len(), t_n * o.w.rows);
+        x.rows_for(pool, o.w.ty)?;
+    }
+    let x = &*x;
+    let ws: Vec<&Matrix<'_>> = outs.iter().map(|o| o.w).collect();
+    let tiles: Vec<Tiles<'_, f32>> = outs
+        .iter_mut()
+        .filter(|o| o.w.rows > 0)
+        .map(|o| {
+            let (row_tile, tok_tile) = tile_shape(o.w.rows, o.w.row_bytes(), t_n, pool.workers());
+            Tiles::new(o.y, o.w.rows, row_tile, tok_tile)
+        })
+        .collect();
+    let ws: Vec<&Matrix<'_>> = ws.into_iter().filter(|w| w.rows > 0).collect();
+    pool.for_each_tile_of(&tiles, |p, tile| {
+        let w = ws[p];
+        match x.ready_for(w.ty).expect("prepared above") {
+            ActRows::Quantized(acts) => quantized_tile(w, acts, acts.len() / t_n, tile),
+            ActRows::Float(data) => float_tile(w, data, tile),
+        }
+    })?;
+    for o in outs.iter_mut() {
+        if let Some(b) = o.bias {
+            for row in o.y.chunks_exact_mut(o.w.rows) {
+                super::add_in_place(pool, row, b);
+            }
         }
     }
     Ok(())
@@ -358,6 +429,86 @@ mod tests {
             x.write().iter_mut().for_each(|v| *v = 0.0);
             matmul(&pool, &w, None, &mut x, &mut y).unwrap();
             assert!(y.iter().all(|v| *v == 0.0), "{ty}");
+        }
+    }
+
+    /// The fused op equals one matmul per output bit for bit, whatever the weights' types
+    /// (and so their activation types), biases and the number of tokens (decode, a small
+    /// batch, prefill tiles).
+    #[test]
+    fn matmul_many_equals_separate_matmuls_bit_for_bit() {
+        let pool = Pool::new(crate::pool::PoolOptions {
+            workers: 3,
+            ..Default::default()
+        });
+        let cols = 256;
+        let shapes = [
+            (GgmlType::Q4_K, 96),
+            (GgmlType::Q6_K, 32),
+            (GgmlType::Q8_0, 40),
+            (GgmlType::F16, 17),
+            (GgmlType::F32, 5),
+        ];
+        let bytes: Vec<Vec<u8>> = shapes
+            .iter()
+            .enumerate()
+            .map(|(k, &(ty, rows))| {
+                let rb = ty.row_bytes(cols as u64).unwrap() as usize;
+                let mut b = vec![0u8; rows * rb];
+                for (r, dst) in b.chunks_exact_mut(rb).enumerate() {
+                    let row: Vec<f32> = (0..cols)
+                        .map(|c| (((k * 7 + r) * 31 + c * 17) % 101) as f32 / 50.0 - 1.0)
+                        .collect();
+                    strata_quant::quantize(ty, &row, dst).unwrap();
+                }
+                b
+            })
+            .collect();
+        let ws: Vec<Matrix<'_>> = shapes
+            .iter()
+            .zip(&bytes)
+            .map(|(&(ty, rows), data)| Matrix {
+                ty,
+                rows,
+                cols,
+                data,
+            })
+            .collect();
+        let bias: Vec<f32> = (0..96).map(|r| r as f32 * 0.25).collect();
+        for t_n in [1, 3, 70] {
+            let xf: Vec<f32> = (0..t_n * cols).map(|i| (i as f32 * 0.37).sin()).collect();
+            let mut x = Activations::default();
+            x.resize(t_n, cols);
+            x.write().copy_from_slice(&xf);
+            let biases: Vec<Option<&[f32]>> = ws
+                .iter()
+                .enumerate()
+                .map(|(k, w)| (k % 2 == 0).then_some(&bias[..w.rows]))
+                .collect();
+            let want: Vec<Vec<f32>> = ws
+                .iter()
+                .zip(&biases)
+                .map(|(w, b)| {
+                    let mut y = vec![0.0; t_n * w.rows];
+                    matmul(&pool, w, *b, &mut x, &mut y).unwrap();
+                    y
+                })
+                .collect();
+            let mut ys: Vec<Vec<f32>> = ws.iter().map(|w| vec![f32::NAN; t_n * w.rows]).collect();
+            let mut outs: Vec<MatmulOut<'_, '_>> = ws
+                .iter()
+                .zip(&biases)
+                .zip(ys.iter_mut())
+                .map(|((w, b), y)| MatmulOut { w, bias: *b, y })
+                .collect();
+            matmul_many(&pool, &mut x, &mut outs).unwrap();
+            for ((got, want), (ty, _)) in ys.iter().zip(&want).zip(shapes) {
+                let same = got
+                    .iter()
+                    .zip(want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{ty}, {t_n} tokens");
+            }
         }
     }
 

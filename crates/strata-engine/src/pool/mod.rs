@@ -320,6 +320,33 @@ impl Pool {
         })
     }
 
+    /// Fills every tile of several outputs in one round: `f(k, tile)` for each tile of
+    /// `tiles[k]`, one task per tile (the tiles of `tiles[0]` first).
+    ///
+    /// # Errors
+    /// The error of a failing tile, as [`Pool::try_run`].
+    pub fn for_each_tile_of<T: Send, E: Send, F>(
+        &self,
+        tiles: &[Tiles<'_, T>],
+        f: F,
+    ) -> Result<(), E>
+    where
+        F: Fn(usize, &mut Tile<'_, T>) -> Result<(), E> + Sync,
+    {
+        let mut starts = Vec::with_capacity(tiles.len() + 1);
+        starts.push(0);
+        for t in tiles {
+            starts.push(starts[starts.len() - 1] + t.count());
+        }
+        self.try_run(starts[tiles.len()], |i| {
+            let k = starts.partition_point(|&s| s <= i) - 1;
+            // SAFETY: `run` calls this closure once per task index, and task `i` maps to one
+            // tile index of one output, so each tile is taken once.
+            let mut tile = unsafe { tiles[k].tile(i - starts[k]) };
+            f(k, &mut tile)
+        })
+    }
+
     /// Runs `f` with this pool as the current one for ops on this thread ([`with_current`]).
     pub fn install<R>(&self, f: impl FnOnce() -> R) -> R {
         struct Restore(*const Pool);

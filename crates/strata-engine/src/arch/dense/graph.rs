@@ -6,7 +6,7 @@
 //! Touvron et al. 2023 (Llama), Gemma Team 2025 (Gemma 3).
 
 use super::weights::{Ffn, LayerWeights, Weights};
-use crate::backend::{Backend, Glu};
+use crate::backend::{Backend, Glu, MatmulTo};
 use crate::config::{Arch, ModelConfig};
 use crate::error::EngineError;
 use crate::ops::attention::AttnShape;
@@ -48,9 +48,15 @@ fn attention_block<B: Backend>(
 ) -> Result<(), EngineError> {
     let hd = cfg.head_dim;
     be.rms_norm(&ws.x, &lw.attn_norm, cfg.rms_eps, &mut ws.xb);
-    be.matmul(&lw.wq, lw.bq.as_deref(), &mut ws.xb, &mut ws.q)?;
-    be.matmul(&lw.wk, lw.bk.as_deref(), &mut ws.xb, &mut ws.k)?;
-    be.matmul(&lw.wv, lw.bv.as_deref(), &mut ws.xb, &mut ws.v)?;
+    let qkv = [
+        (&lw.wq, lw.bq.as_deref(), &mut ws.q),
+        (&lw.wk, lw.bk.as_deref(), &mut ws.k),
+        (&lw.wv, lw.bv.as_deref(), &mut ws.v),
+    ];
+    be.matmuls(
+        &mut ws.xb,
+        &mut qkv.map(|(w, bias, y)| MatmulTo { w, bias, y }),
+    )?;
     if let Some(n) = &lw.q_norm {
         be.rms_norm_in_place(&mut ws.q, n, cfg.rms_eps);
     }
@@ -95,8 +101,9 @@ fn ffn_block<B: Backend>(
             w_up,
             w_down,
         } => {
-            be.matmul(w_gate, None, &mut ws.xb, &mut ws.hb)?;
-            be.matmul(w_up, None, &mut ws.xb, &mut ws.hb2)?;
+            let gate_up = [(w_gate, &mut ws.hb), (w_up, &mut ws.hb2)];
+            let mut outs = gate_up.map(|(w, y)| MatmulTo { w, bias: None, y });
+            be.matmuls(&mut ws.xb, &mut outs)?;
             let act = match cfg.arch {
                 Arch::Gemma3 => Glu::GegluTanh,
                 _ => Glu::SwiGlu,

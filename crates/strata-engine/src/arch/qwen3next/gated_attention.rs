@@ -6,7 +6,7 @@
 
 use super::weights::GatedAttnWeights;
 use crate::arch::dense::graph::Ws;
-use crate::backend::Backend;
+use crate::backend::{Backend, MatmulTo};
 use crate::config::ModelConfig;
 use crate::error::EngineError;
 use crate::ops::attention::AttnShape;
@@ -24,9 +24,24 @@ pub(super) fn mixer<B: Backend>(
 ) -> Result<(), EngineError> {
     let hd = cfg.head_dim;
     let h = &mut ws.hybrid;
-    be.matmul(&m.wq, None, &mut ws.xb, &mut h.qg)?;
-    be.matmul(&m.wk, None, &mut ws.xb, &mut ws.k)?;
-    be.matmul(&m.wv, None, &mut ws.xb, &mut ws.v)?;
+    let mut outs = [
+        MatmulTo {
+            w: &m.wq,
+            bias: None,
+            y: &mut h.qg,
+        },
+        MatmulTo {
+            w: &m.wk,
+            bias: None,
+            y: &mut ws.k,
+        },
+        MatmulTo {
+            w: &m.wv,
+            bias: None,
+            y: &mut ws.v,
+        },
+    ];
+    be.matmuls(&mut ws.xb, &mut outs)?;
     // Each head's 2·head_dim outputs are its query, then its gate.
     be.split(&h.qg, &[hd, hd], &mut [&mut ws.q, &mut h.gate]);
     be.rms_norm_in_place(&mut ws.q, &m.q_norm, cfg.rms_eps);

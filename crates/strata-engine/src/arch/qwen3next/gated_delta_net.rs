@@ -11,7 +11,7 @@
 
 use super::weights::DeltaNetWeights;
 use crate::arch::dense::graph::Ws;
-use crate::backend::{Backend, DeltaBufs};
+use crate::backend::{Backend, DeltaBufs, MatmulTo};
 use crate::config::ModelConfig;
 use crate::error::EngineError;
 use crate::ops::delta_net::DeltaShape;
@@ -29,9 +29,24 @@ pub(super) fn mixer<B: Backend>(
 ) -> Result<(), EngineError> {
     let s = cfg.ssm.as_ref().expect("qwen3next has an ssm config");
     let h = &mut ws.hybrid;
-    be.matmul(&m.wqkv, None, &mut ws.xb, &mut h.qkv)?;
-    be.matmul(&m.wgate, None, &mut ws.xb, &mut h.z)?;
-    be.matmul(&m.wba, None, &mut ws.xb, &mut h.ba)?;
+    let mut outs = [
+        MatmulTo {
+            w: &m.wqkv,
+            bias: None,
+            y: &mut h.qkv,
+        },
+        MatmulTo {
+            w: &m.wgate,
+            bias: None,
+            y: &mut h.z,
+        },
+        MatmulTo {
+            w: &m.wba,
+            bias: None,
+            y: &mut h.ba,
+        },
+    ];
+    be.matmuls(&mut ws.xb, &mut outs)?;
 
     be.conv1d(seqs, i_rec, &h.qkv, &m.conv, &mut h.conv);
     be.silu(&mut h.conv);

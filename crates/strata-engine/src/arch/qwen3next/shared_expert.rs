@@ -4,7 +4,7 @@
 //! Source: llama.cpp `llama_model_qwen3next::graph::build_layer_ffn` (`ffn_*_shexp`,
 //! `ffn_gate_inp_shexp`); HF transformers `Qwen3NextSparseMoeBlock`.
 
-use crate::backend::{Backend, Buf, Glu, Memory};
+use crate::backend::{Backend, Buf, Glu, MatmulTo, Memory};
 use crate::error::EngineError;
 use crate::ops::linear::Matrix;
 
@@ -44,11 +44,26 @@ pub fn shared_expert_add<B: Backend>(
     out: &mut Buf<B>,
     s: &mut SharedScratch<B::Mem>,
 ) -> Result<(), EngineError> {
-    be.matmul(&w.gate, None, x, &mut s.h)?;
-    be.matmul(&w.up, None, x, &mut s.h2)?;
+    let mut outs = [
+        MatmulTo {
+            w: &w.gate,
+            bias: None,
+            y: &mut s.h,
+        },
+        MatmulTo {
+            w: &w.up,
+            bias: None,
+            y: &mut s.h2,
+        },
+        MatmulTo {
+            w: &w.gate_inp,
+            bias: None,
+            y: &mut s.g,
+        },
+    ];
+    be.matmuls(x, &mut outs)?;
     be.glu(Glu::SwiGlu, &mut s.h, &s.h2);
     be.matmul(&w.down, None, &mut s.h, &mut s.y)?;
-    be.matmul(&w.gate_inp, None, x, &mut s.g)?;
     be.add_gated(out, &s.y, &s.g);
     Ok(())
 }

@@ -17,7 +17,7 @@
 
 use super::weights::AttnWeights;
 use crate::arch::dense::graph::Ws;
-use crate::backend::{Backend, Memory, QsaBufs};
+use crate::backend::{Backend, MatmulTo, Memory, QsaBufs};
 use crate::config::ModelConfig;
 use crate::error::EngineError;
 use crate::ops::attention::AttnShape;
@@ -51,9 +51,24 @@ pub(super) fn mixer<B: Backend>(
 ) -> Result<(), EngineError> {
     let hd = cfg.head_dim;
     let (a, h) = (&m.attn, &mut ws.qwen4exp.attn);
-    be.matmul(&a.wq, None, &mut ws.xb, &mut h.qg)?;
-    be.matmul(&a.wk, None, &mut ws.xb, &mut ws.k)?;
-    be.matmul(&a.wv, None, &mut ws.xb, &mut ws.v)?;
+    let mut outs = [
+        MatmulTo {
+            w: &a.wq,
+            bias: None,
+            y: &mut h.qg,
+        },
+        MatmulTo {
+            w: &a.wk,
+            bias: None,
+            y: &mut ws.k,
+        },
+        MatmulTo {
+            w: &a.wv,
+            bias: None,
+            y: &mut ws.v,
+        },
+    ];
+    be.matmuls(&mut ws.xb, &mut outs)?;
     // Each head's 2·head_dim outputs are its query, then its gate.
     be.split(&h.qg, &[hd, hd], &mut [&mut ws.q, &mut h.gate]);
     be.rms_norm_in_place(&mut ws.q, &a.q_norm, cfg.rms_eps);
@@ -71,8 +86,19 @@ pub(super) fn mixer<B: Backend>(
     match (sparse, &m.indexer) {
         (Some(q), Some(ix)) => {
             let di = q.head_dim;
-            be.matmul(&ix.wq, None, &mut ws.xb, &mut h.iq)?;
-            be.matmul(&ix.wk, None, &mut ws.xb, &mut h.ik)?;
+            let mut outs = [
+                MatmulTo {
+                    w: &ix.wq,
+                    bias: None,
+                    y: &mut h.iq,
+                },
+                MatmulTo {
+                    w: &ix.wk,
+                    bias: None,
+                    y: &mut h.ik,
+                },
+            ];
+            be.matmuls(&mut ws.xb, &mut outs)?;
             be.rms_norm_in_place(&mut h.iq, &ix.q_norm, cfg.rms_eps);
             be.rope(&cfg.rope, &mut h.iq, di, &ws.rope_cs);
             let qsa = QsaShape {

@@ -12,7 +12,7 @@
 
 use super::weights::DeltaNetWeights;
 use crate::arch::dense::graph::Ws;
-use crate::backend::{Backend, DeltaBufs, Memory};
+use crate::backend::{Backend, DeltaBufs, MatmulTo, Memory};
 use crate::config::ModelConfig;
 use crate::error::EngineError;
 use crate::ops::delta_net::{DeltaShape, KeyHeads};
@@ -56,10 +56,29 @@ pub(super) fn mixer<B: Backend>(
 ) -> Result<(), EngineError> {
     let s = cfg.ssm.as_ref().expect("qwen4exp has an ssm config");
     let h = &mut ws.qwen4exp.delta;
-    be.matmul(&m.wqkv, None, &mut ws.xb, &mut h.qkv)?;
-    be.matmul(&m.wgate, None, &mut ws.xb, &mut h.z)?;
-    be.matmul(&m.wbeta, None, &mut ws.xb, &mut h.b)?;
-    be.matmul(&m.walpha, None, &mut ws.xb, &mut h.a)?;
+    let mut outs = [
+        MatmulTo {
+            w: &m.wqkv,
+            bias: None,
+            y: &mut h.qkv,
+        },
+        MatmulTo {
+            w: &m.wgate,
+            bias: None,
+            y: &mut h.z,
+        },
+        MatmulTo {
+            w: &m.wbeta,
+            bias: None,
+            y: &mut h.b,
+        },
+        MatmulTo {
+            w: &m.walpha,
+            bias: None,
+            y: &mut h.a,
+        },
+    ];
+    be.matmuls(&mut ws.xb, &mut outs)?;
 
     be.conv1d(seqs, i_rec, &h.qkv, &m.conv, &mut h.conv);
     be.silu(&mut h.conv);

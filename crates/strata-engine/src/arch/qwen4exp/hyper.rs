@@ -10,7 +10,7 @@
 //! ```
 
 use super::weights::HcWeights;
-use crate::backend::{Backend, Buf, Memory};
+use crate::backend::{Backend, Buf, MatmulTo, Memory};
 use crate::config::ModelConfig;
 use crate::error::EngineError;
 
@@ -41,13 +41,28 @@ pub(super) fn mix<B: Backend>(
 ) -> Result<(), EngineError> {
     let hc = cfg.hyper.map_or(1, |h| h.n_streams);
     be.rms_norm_grouped(r, &w.norm, cfg.n_embd, cfg.rms_eps, &mut s.rn);
-    be.matmul(&w.down, None, &mut s.rn, &mut s.lo)?;
+    // The low-rank down projection and the injection weights read the same normed rows.
+    match &w.inject {
+        Some(inj) => {
+            let mut outs = [
+                MatmulTo {
+                    w: &w.down,
+                    bias: None,
+                    y: &mut s.lo,
+                },
+                MatmulTo {
+                    w: inj,
+                    bias: None,
+                    y: &mut s.inj,
+                },
+            ];
+            be.matmuls(&mut s.rn, &mut outs)?;
+        }
+        None => be.matmul(&w.down, None, &mut s.rn, &mut s.lo)?,
+    }
     be.scale(&mut s.lo, 1.0 / hc as f32);
     be.silu(&mut s.lo);
     be.matmul(&w.up, None, &mut s.lo, &mut s.g)?;
     be.hc_collapse(&s.rn, &s.g, hc, x);
-    if let Some(inj) = &w.inject {
-        be.matmul(inj, None, &mut s.rn, &mut s.inj)?;
-    }
     Ok(())
 }

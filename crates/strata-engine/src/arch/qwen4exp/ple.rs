@@ -15,7 +15,7 @@
 use super::ngram::hashed_rows;
 use super::weights::PleWeights;
 use crate::arch::dense::graph::Ws;
-use crate::backend::{Backend, Memory};
+use crate::backend::{Backend, MatmulTo, Memory};
 use crate::config::ModelConfig;
 use crate::error::EngineError;
 use crate::ops::linear::Matrix;
@@ -60,8 +60,19 @@ pub(super) fn inject<B: Backend>(
     }
     let s = &mut ws.qwen4exp.ple;
     be.embed_rows(table, ids, p.n_heads(), &mut s.emb)?;
-    be.matmul(&w.key, None, &mut s.emb, &mut s.key)?;
-    be.matmul(&w.value, None, &mut s.emb, &mut s.val)?;
+    let mut outs = [
+        MatmulTo {
+            w: &w.key,
+            bias: None,
+            y: &mut s.key,
+        },
+        MatmulTo {
+            w: &w.value,
+            bias: None,
+            y: &mut s.val,
+        },
+    ];
+    be.matmuls(&mut s.emb, &mut outs)?;
     be.rms_norm_grouped(&s.key, &w.norm_key, d, eps, &mut s.key_n);
     be.rms_norm_grouped(&ws.x, &w.norm_query, d, eps, &mut s.qry);
     be.ple_gate(&s.key_n, &s.qry, &s.val, &mut s.gv);
