@@ -24,6 +24,7 @@ pub fn device() -> Option<Device> {
 
 /// The kernel sets to run: the device's default, and the shared-memory reduction where the
 /// default uses subgroups.
+#[allow(dead_code)] // not every test file uses it
 pub fn kernel_sets(dev: &Device) -> Vec<Kernels> {
     let mut sets = vec![Kernels::new(dev)];
     if sets[0].reduction() == Reduction::Subgroup {
