@@ -232,3 +232,16 @@ fn list_shows_known_models_and_show_summarises_one() {
     assert!(i.contains("general.file_type"), "{i}");
     assert!(i.contains("(Q4_1)"), "the file type is named");
 }
+
+#[test]
+fn devices_prints_adapters_or_one_line_and_succeeds() {
+    // With or without the `vulkan` feature, loader and GPU: exit 0 and at least one line.
+    let out = run_strata(&["devices"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.trim().is_empty(), "{}", text(&out));
+    if !cfg!(feature = "vulkan") {
+        assert_eq!(stdout.lines().count(), 1, "{stdout}");
+        assert!(stdout.contains("--features vulkan"), "{stdout}");
+    }
+}
