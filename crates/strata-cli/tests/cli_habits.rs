@@ -244,4 +244,18 @@ fn devices_prints_adapters_or_one_line_and_succeeds() {
         assert_eq!(stdout.lines().count(), 1, "{stdout}");
         assert!(stdout.contains("--features vulkan"), "{stdout}");
     }
+    // No driver: one line, still exit 0.
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("devices")
+        .env("VK_ICD_FILENAMES", "/nonexistent/strata_no_icd.json")
+        .env("VK_DRIVER_FILES", "/nonexistent/strata_no_icd.json")
+        .output()
+        .expect("strata runs");
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        1,
+        "{}",
+        text(&out)
+    );
 }

@@ -176,19 +176,16 @@ impl Kernels {
             RopePairs::Normal => 0,
             RopePairs::Neox => 1,
         };
-        let extra = [
+        if n == 0 {
+            return Ok(());
+        }
+        let words = [
+            u32_of("rope", n_t)?,
             u32_of("rope", row)?,
             u32_of("rope", head_dim)?,
             u32_of("rope", n_rot)?,
             style,
         ];
-        // The kernel's first push word is n_t; `elementwise` prepends the invocation count,
-        // so pass n_t through a dedicated call.
-        if n == 0 {
-            return Ok(());
-        }
-        let mut words = vec![u32_of("rope", n_t)?];
-        words.extend_from_slice(&extra);
         let p = self.pipeline("rope", shaders::ROPE, 2, 20, &[ELEMENTWISE_WG])?;
         let groups = u32_of("rope", n.div_ceil(ELEMENTWISE_WG as usize))?;
         rec.dispatch(&p, &[x, cs], &push(&words), grid(groups))

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The Vulkan backend's kernel tests on lavapipe (Mesa's CPU Vulkan driver), and one build of
+# the `strata` binary with the `vulkan` feature, each timed.
+#
+# Needs the Vulkan loader and lavapipe (Debian: libvulkan1 mesa-vulkan-drivers) and a shaderc
+# library for build.rs (libshaderc-dev; without it the shaderc crate builds shaderc from
+# source, which needs cmake and takes minutes). .ci/run installs the three packages.
+# With CI=true a missing Vulkan device fails the tests instead of skipping them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+target="${CARGO_TARGET_DIR:-target}"
+case "$target" in /*) ;; *) target="$PWD/$target" ;; esac
+
+# Debian 12's libshaderc.so leaves glslang's symbols undefined (glslang ships as static
+# archives only), so linking shaderc-sys against it fails. A linker script named
+# libshaderc.so that links the static archives instead, given to shaderc-sys through
+# SHADERC_LIB_DIR, fixes that without building shaderc.
+lib="/usr/lib/$(uname -m)-linux-gnu"
+if [ -z "${SHADERC_LIB_DIR:-}" ] && [ -f "$lib/libshaderc.so" ] && [ -f "$lib/libglslang.a" ] &&
+  nm -D --undefined-only "$lib/libshaderc.so" 2>/dev/null | grep -q '_ZN7glslang'; then
+  dir="$target/shaderc-link"
+  mkdir -p "$dir"
+  archives=""
+  for a in shaderc_combined glslang MachineIndependent GenericCodeGen OSDependent OGLCompiler \
+    SPIRV SPIRV-Tools-opt SPIRV-Tools glslang-default-resource-limits; do
+    if [ -f "$lib/lib$a.a" ]; then archives="$archives $lib/lib$a.a"; fi
+  done
+  printf 'GROUP (%s -lstdc++ )\n' "$archives" >"$dir/libshaderc.so"
+  export SHADERC_LIB_DIR="$dir"
+  echo "shaderc: $lib/libshaderc.so lacks glslang; linking its static archives ($dir/libshaderc.so)"
+fi
+
+icd="/usr/share/vulkan/icd.d/lvp_icd.$(uname -m).json"
+if [ -z "${VK_ICD_FILENAMES:-}" ] && [ -f "$icd" ]; then
+  export VK_ICD_FILENAMES="$icd"
+fi
+echo "VK_ICD_FILENAMES=${VK_ICD_FILENAMES:-(loader default)}"
+
+secs() { date +%s.%N; }
+t0=$(secs)
+cargo build --release --locked -p strata-vulkan --tests
+t1=$(secs)
+cargo test --release --locked -p strata-vulkan
+t2=$(secs)
+cargo build --release --locked -p strata-cli --features vulkan
+t3=$(secs)
+"$target/release/strata" devices
+awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$t3" 'BEGIN {
+  printf "vulkan: build %.0f s, tests %.0f s, strata --features vulkan %.0f s\n", b - a, c - b, d - c }'
