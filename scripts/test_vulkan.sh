@@ -15,10 +15,11 @@ case "$target" in /*) ;; *) target="$PWD/$target" ;; esac
 # Debian 12's libshaderc.so leaves glslang's symbols undefined (glslang ships as static
 # archives only), so linking shaderc-sys against it fails. A linker script named
 # libshaderc.so that links the static archives instead, given to shaderc-sys through
-# SHADERC_LIB_DIR, fixes that without building shaderc.
+# SHADERC_LIB_DIR, fixes that without building shaderc. (grep -c, not -q: under pipefail an
+# early exit of grep would fail the pipeline with nm's SIGPIPE.)
 lib="/usr/lib/$(uname -m)-linux-gnu"
 if [ -z "${SHADERC_LIB_DIR:-}" ] && [ -f "$lib/libshaderc.so" ] && [ -f "$lib/libglslang.a" ] &&
-  nm -D --undefined-only "$lib/libshaderc.so" 2>/dev/null | grep -q '_ZN7glslang'; then
+  nm -D --undefined-only "$lib/libshaderc.so" 2>/dev/null | grep -c '_ZN7glslang' >/dev/null; then
   dir="$target/shaderc-link"
   mkdir -p "$dir"
   archives=""

@@ -25,6 +25,12 @@ int i8_at(uint o) {
     return int(byte_at(o) << 24) >> 24;
 }
 
+#if defined(TYPE_IQ4_NL) || defined(TYPE_IQ4_XS)
+// The 16 levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl).
+const int KVALUES_IQ4NL[16] = int[16](-127, -104, -83, -65, -49, -35, -22, -10,
+                                       1, 13, 25, 38, 53, 69, 89, 113);
+#endif
+
 #if defined(TYPE_F32)
 void dequant_chunk(uint base, uint c, out float v[32]) {
     for (uint i = 0; i < 32; i++) {
@@ -111,8 +117,6 @@ void dequant_chunk(uint base, uint c, out float v[32]) {
 
 #elif defined(TYPE_IQ4_NL)
 // 18 bytes: d (f16), nibbles as Q4_0 selecting one of 16 non-linear levels; value d·level.
-const int KVALUES_IQ4NL[16] = int[16](-127, -104, -83, -65, -49, -35, -22, -10,
-                                       1, 13, 25, 38, 53, 69, 89, 113);
 void dequant_chunk(uint base, uint c, out float v[32]) {
     const uint b = base + c * 18;
     const float d = f16_at(b);
@@ -176,6 +180,67 @@ void dequant_chunk(uint base, uint c, out float v[32]) {
         const uint lo = (byte_at(ql + l) >> (4 * (t / 2))) & 15u;
         const uint hi = (byte_at(qh + l) >> (2 * t)) & 3u;
         v[l] = (l < 16 ? d0 : d1) * float(int(lo | (hi << 4)) - 32);
+    }
+}
+
+#elif defined(TYPE_Q2_K)
+// 84 bytes: 16 scale bytes (low nibble scale, high nibble min), 64 bytes of 2-bit quants
+// (element 128c + 32s + l: bits 2s of byte 32c + l), d, dmin (f16);
+// value d·(sc & 15)·q − dmin·(sc >> 4), one scale byte per 16 elements.
+void dequant_chunk(uint base, uint c, out float v[32]) {
+    const uint b = base + (c / 8) * 84;
+    const uint g = c % 8;
+    const float d = f16_at(b + 80), dmin = f16_at(b + 82);
+    const uint qs = b + 16 + 32 * (g / 4);
+    const uint shift = 2 * (g % 4);
+    const uint sc0 = byte_at(b + 2 * g), sc1 = byte_at(b + 2 * g + 1);
+    const float dl0 = d * float(sc0 & 15u), ml0 = dmin * float(sc0 >> 4);
+    const float dl1 = d * float(sc1 & 15u), ml1 = dmin * float(sc1 >> 4);
+    for (uint l = 0; l < 32; l++) {
+        const float q = float((byte_at(qs + l) >> shift) & 3u);
+        v[l] = l < 16 ? dl0 * q - ml0 : dl1 * q - ml1;
+    }
+}
+
+#elif defined(TYPE_Q3_K)
+// 110 bytes: hmask (32: bit g of byte l is the high bit of element 32g + l), 64 bytes of low
+// 2-bit quants (as Q2_K), 12 bytes of 16 packed 6-bit scales, d (f16);
+// value d·(scale − 32)·(low − 4·!high).
+int q3_k_scale(uint s, uint i) {
+    const uint low = i < 8 ? byte_at(s + i) & 15u : byte_at(s + i - 8) >> 4;
+    const uint high = (byte_at(s + 8 + i % 4) >> (2 * (i / 4))) & 3u;
+    return int(low | (high << 4)) - 32;
+}
+void dequant_chunk(uint base, uint c, out float v[32]) {
+    const uint b = base + (c / 8) * 110;
+    const uint g = c % 8;
+    const float d = f16_at(b + 108);
+    const uint qs = b + 32 + 32 * (g / 4);
+    const uint shift = 2 * (g % 4);
+    const float d0 = d * float(q3_k_scale(b + 96, 2 * g));
+    const float d1 = d * float(q3_k_scale(b + 96, 2 * g + 1));
+    for (uint l = 0; l < 32; l++) {
+        const int low = int((byte_at(qs + l) >> shift) & 3u);
+        const int high = int((byte_at(b + l) >> g) & 1u);
+        v[l] = (l < 16 ? d0 : d1) * float(low - 4 * (1 - high));
+    }
+}
+
+#elif defined(TYPE_IQ4_XS)
+// 136 bytes: d (f16), scales_h (u16: 2 high bits of scale ib at bit 2ib), scales_l (4 bytes:
+// low nibble ib % 2 of byte ib / 2), 8 × 16 bytes of codes as IQ4_NL;
+// value d·(scale − 32)·level. Chunk c is sub-block c % 8 of block c / 8.
+void dequant_chunk(uint base, uint c, out float v[32]) {
+    const uint b = base + (c / 8) * 136;
+    const uint ib = c % 8;
+    const uint low = (byte_at(b + 4 + ib / 2) >> (4 * (ib % 2))) & 15u;
+    const uint high = (u16_at(b + 2) >> (2 * ib)) & 3u;
+    const float dl = f16_at(b) * float(int(low | (high << 4)) - 32);
+    const uint qs = b + 8 + 16 * ib;
+    for (uint j = 0; j < 16; j++) {
+        const uint q = byte_at(qs + j);
+        v[j] = dl * float(KVALUES_IQ4NL[q & 15u]);
+        v[j + 16] = dl * float(KVALUES_IQ4NL[q >> 4]);
     }
 }
 

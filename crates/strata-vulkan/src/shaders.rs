@@ -33,6 +33,9 @@ pub(crate) fn mul_mat_vec(ty: GgmlType, subgroup: bool) -> Option<(&'static str,
         Q5_1 => MUL_MAT_VEC_Q5_1_SG, MUL_MAT_VEC_Q5_1_SH;
         Q8_0 => MUL_MAT_VEC_Q8_0_SG, MUL_MAT_VEC_Q8_0_SH;
         IQ4_NL => MUL_MAT_VEC_IQ4_NL_SG, MUL_MAT_VEC_IQ4_NL_SH;
+        IQ4_XS => MUL_MAT_VEC_IQ4_XS_SG, MUL_MAT_VEC_IQ4_XS_SH;
+        Q2_K => MUL_MAT_VEC_Q2_K_SG, MUL_MAT_VEC_Q2_K_SH;
+        Q3_K => MUL_MAT_VEC_Q3_K_SG, MUL_MAT_VEC_Q3_K_SH;
         Q4_K => MUL_MAT_VEC_Q4_K_SG, MUL_MAT_VEC_Q4_K_SH;
         Q5_K => MUL_MAT_VEC_Q5_K_SG, MUL_MAT_VEC_Q5_K_SH;
         Q6_K => MUL_MAT_VEC_Q6_K_SG, MUL_MAT_VEC_Q6_K_SH;
@@ -50,6 +53,9 @@ pub const MATMUL_TYPES: &[GgmlType] = &[
     GgmlType::Q5_1,
     GgmlType::Q8_0,
     GgmlType::IQ4_NL,
+    GgmlType::IQ4_XS,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
     GgmlType::Q4_K,
     GgmlType::Q5_K,
     GgmlType::Q6_K,

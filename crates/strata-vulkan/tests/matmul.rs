@@ -1,6 +1,6 @@
-//! `Kernels::matmul` against the CPU: weights quantized (or, for IQ4_NL, filled with random
-//! codes) in their ggml block layout, the reference dequantized by strata-quant and summed
-//! in f64. Measure: max |Δ| / max |y|.
+//! `Kernels::matmul` against the CPU: weights quantized (or, for types strata-quant cannot
+//! quantize, random bytes with sane scales) in their ggml block layout, the reference
+//! dequantized by strata-quant and summed in f64. Measure: max |Δ| / max |y|.
 
 mod common;
 
@@ -27,15 +27,24 @@ fn weights(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
                 b.copy_from_slice(&v.to_le_bytes());
             }
         }
-        GgmlType::IQ4_NL => {
-            // No quantizer: random codes under a fixed scale (18-byte blocks: d, 16 code bytes).
-            let codes = common::values(bytes.len(), seed ^ 0x55);
-            for (i, (b, c)) in bytes.iter_mut().zip(&codes).enumerate() {
-                *b = if i % 18 < 2 {
-                    half::f16::from_f32(0.0123).to_le_bytes()[i % 18]
-                } else {
-                    ((c + 1.0) * 127.99) as u8
-                };
+        GgmlType::IQ4_NL | GgmlType::IQ4_XS | GgmlType::Q2_K | GgmlType::Q3_K => {
+            // No quantizer here: random bytes, with every f16 scale of a block set to a
+            // small finite value (the byte offsets of `d`/`dmin` in ggml's block structs).
+            let (block, scales): (usize, &[usize]) = match ty {
+                GgmlType::IQ4_NL => (18, &[0]),
+                GgmlType::IQ4_XS => (136, &[0]),
+                GgmlType::Q2_K => (84, &[80, 82]),
+                _ => (110, &[108]),
+            };
+            let noise = common::values(bytes.len(), seed ^ 0x55);
+            for (b, v) in bytes.iter_mut().zip(&noise) {
+                *b = ((v + 1.0) * 127.99) as u8;
+            }
+            for blk in bytes.chunks_exact_mut(block) {
+                for (k, &o) in scales.iter().enumerate() {
+                    let d = half::f16::from_f32(0.0123 + 0.004 * k as f32).to_le_bytes();
+                    blk[o..o + 2].copy_from_slice(&d);
+                }
             }
         }
         _ => {
