@@ -31,11 +31,12 @@ pub enum RopePairs {
 }
 
 impl Kernels {
+    /// Records `shader` (name, SPIR-V) over `n` invocations: push constants `[n, extra…]`,
+    /// specialization constants `[workgroup size, spec…]`.
     fn elementwise(
         &self,
         rec: &mut Recorder,
-        name: &'static str,
-        spirv: &[u8],
+        (name, spirv): (&'static str, &[u8]),
         bufs: &[&Buffer],
         n: usize,
         extra: &[u32],
@@ -65,7 +66,7 @@ impl Kernels {
     pub fn add(&self, rec: &mut Recorder, a: &Buffer, b: &Buffer, n: usize) -> Result<(), VkError> {
         check_f32("add", "a", a, n)?;
         check_f32("add", "b", b, n)?;
-        self.elementwise(rec, "add", shaders::ADD, &[a, b], n, &[], &[])
+        self.elementwise(rec, ("add", shaders::ADD), &[a, b], n, &[], &[])
     }
 
     /// Records `x[i] *= s` for `i < n`.
@@ -73,7 +74,7 @@ impl Kernels {
     /// Errors: [`VkError::Shape`] when `x` holds fewer than `n` values.
     pub fn scale(&self, rec: &mut Recorder, x: &Buffer, n: usize, s: f32) -> Result<(), VkError> {
         check_f32("scale", "x", x, n)?;
-        self.elementwise(rec, "scale", shaders::SCALE, &[x], n, &[s.to_bits()], &[])
+        self.elementwise(rec, ("scale", shaders::SCALE), &[x], n, &[s.to_bits()], &[])
     }
 
     /// Records `x[i] = silu(x[i]) = x·σ(x)` for `i < n`.
@@ -81,7 +82,7 @@ impl Kernels {
     /// Errors: [`VkError::Shape`] when `x` holds fewer than `n` values.
     pub fn silu(&self, rec: &mut Recorder, x: &Buffer, n: usize) -> Result<(), VkError> {
         check_f32("silu", "x", x, n)?;
-        self.elementwise(rec, "silu", shaders::SILU, &[x], n, &[], &[])
+        self.elementwise(rec, ("silu", shaders::SILU), &[x], n, &[], &[])
     }
 
     /// Records `gate[i] = act(gate[i]) · up[i]` for `i < n`.
@@ -101,7 +102,7 @@ impl Kernels {
             GluAct::SwiGlu => ("glu_swiglu", 0),
             GluAct::GegluTanh => ("glu_geglu_tanh", 1),
         };
-        self.elementwise(rec, name, shaders::GLU, &[gate, up], n, &[], &[code])
+        self.elementwise(rec, (name, shaders::GLU), &[gate, up], n, &[], &[code])
     }
 
     /// Records the RMS norm of `n_pieces` consecutive `n`-wide pieces of `x` into `out`
@@ -163,7 +164,11 @@ impl Kernels {
         head_dim: usize,
         n_rot: usize,
     ) -> Result<(), VkError> {
-        if n_rot % 2 != 0 || n_rot > head_dim || head_dim == 0 || row % head_dim != 0 {
+        if !n_rot.is_multiple_of(2)
+            || n_rot > head_dim
+            || head_dim == 0
+            || !row.is_multiple_of(head_dim)
+        {
             return Err(VkError::Shape {
                 op: "rope",
                 what: format!("n_rot {n_rot}, head_dim {head_dim}, row {row}"),
