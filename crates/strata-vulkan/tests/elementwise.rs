@@ -179,3 +179,34 @@ fn a_batch_sees_earlier_results_and_device_buffers_round_trip() {
     eprintln!("device: {info}");
     assert!(info.subgroup_size >= 1);
 }
+
+#[test]
+fn large_batches_and_large_grids_run_whole() {
+    let Some(dev) = common::device() else { return };
+    let k = Kernels::new(&dev);
+    // 1500 dispatches in one submit: more descriptor sets than one pool holds (1024).
+    let x: Vec<f32> = (0..64).map(|i| i as f32).collect();
+    let xb = up(&dev, &x);
+    let mut rec = Recorder::new(&dev).expect("recorder");
+    for i in 0..1500 {
+        let s = if i % 2 == 0 { 2.0 } else { 0.5 };
+        k.scale(&mut rec, &xb, 64, s).expect("record");
+    }
+    rec.submit().expect("submit");
+    // The recorder is reusable after a submit.
+    k.scale(&mut rec, &xb, 64, 3.0).expect("record");
+    rec.submit().expect("submit again");
+    let want: Vec<f32> = x.iter().map(|v| v * 3.0).collect();
+    assert_eq!(down(&dev, &xb, 64), want);
+
+    // More elements than 65 535 workgroups of 64 cover: the grid's second dimension.
+    let n = 65_535 * 64 + 1000;
+    let big: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+    let bb = up(&dev, &big);
+    run(&dev, |r| k.scale(r, &bb, n, -1.0).expect("record"));
+    let got = down(&dev, &bb, n);
+    assert!(
+        got.iter().zip(&big).all(|(g, b)| *g == -b),
+        "an element was missed"
+    );
+}

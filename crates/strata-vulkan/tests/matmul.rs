@@ -140,3 +140,26 @@ fn matmul_rejects_bad_shapes_without_panicking() {
     let mut rec = Recorder::new(&dev).expect("recorder");
     assert!(k.matmul(&mut rec, &w, &x, 1, &y).is_err());
 }
+
+#[test]
+fn matmul_covers_rows_beyond_one_grid_dimension() {
+    // 70 000 rows > 65 535 workgroups per dimension (a 248k-token vocabulary's LM head needs
+    // the split): rows past the first grid plane must be computed, and no row twice.
+    let Some(dev) = common::device() else { return };
+    let k = strata_vulkan::Kernels::new(&dev);
+    let (ty, rows, cols, n_t) = (GgmlType::Q8_0, 70_000, 32, 2);
+    let wb = weights(ty, rows, cols, 77);
+    let x = common::values(n_t * cols, 78);
+    let want = reference(ty, &wb, rows, cols, &x);
+    let w = QMatrix::upload(&dev, ty, rows, cols, &wb).expect("upload weights");
+    let xb = transfer::upload_f32(&dev, &x).expect("upload x");
+    let yb = Buffer::new(&dev, 4 * (n_t * rows) as u64, Location::Device).expect("alloc y");
+    let mut rec = Recorder::new(&dev).expect("recorder");
+    k.matmul(&mut rec, &w, &xb, n_t, &yb)
+        .expect("record matmul");
+    rec.submit().expect("submit");
+    let got = transfer::read_f32(&dev, &yb, n_t * rows).expect("read y");
+    let err = common::rel_err(&got, &want);
+    eprintln!("matmul Q8_0 {rows}x{cols} T={n_t}: max|Δ|/max|y| = {err:.2e}");
+    assert!(err <= tolerance(ty), "{err:e}");
+}
