@@ -6,7 +6,18 @@
 # library for build.rs (libshaderc-dev; without it the shaderc crate builds shaderc from
 # source, which needs cmake and takes minutes). .ci/run installs the three packages.
 # With CI=true a missing Vulkan device fails the tests instead of skipping them.
+#
+#   scripts/test_vulkan.sh          both parts
+#   scripts/test_vulkan.sh tests    the crate's build and tests only
+#   scripts/test_vulkan.sh cli      the `strata` build with `--features vulkan` only (switching
+#                                   that feature recompiles strata-cli, ~30 s each way, so
+#                                   .ci/run does this last)
 set -euo pipefail
+part="${1:-all}"
+case "$part" in
+  all | tests | cli) ;;
+  *) echo "usage: $0 [tests|cli]" >&2 && exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 
 target="${CARGO_TARGET_DIR:-target}"
@@ -39,13 +50,20 @@ fi
 echo "VK_ICD_FILENAMES=${VK_ICD_FILENAMES:-(loader default)}"
 
 secs() { date +%s.%N; }
-t0=$(secs)
-cargo build --release --locked -p strata-vulkan --tests
-t1=$(secs)
-cargo test --release --locked -p strata-vulkan
-t2=$(secs)
-cargo build --release --locked -p strata-cli --features vulkan
-t3=$(secs)
-"$target/release/strata" devices
-awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$t3" 'BEGIN {
-  printf "vulkan: build %.0f s, tests %.0f s, strata --features vulkan %.0f s\n", b - a, c - b, d - c }'
+took() { awk -v a="$1" -v b="$2" -v what="$3" 'BEGIN { printf "vulkan: %s took %.0f s\n", what, b - a }'; }
+if [ "$part" = all ] || [ "$part" = tests ]; then
+  t0=$(secs)
+  cargo build --release --locked -p strata-vulkan --tests
+  t1=$(secs)
+  cargo test --release --locked -p strata-vulkan
+  t2=$(secs)
+  took "$t0" "$t1" "building strata-vulkan and its tests"
+  took "$t1" "$t2" "running its tests"
+fi
+if [ "$part" = all ] || [ "$part" = cli ]; then
+  t0=$(secs)
+  cargo build --release --locked -p strata-cli --features vulkan
+  t1=$(secs)
+  "$target/release/strata" devices
+  took "$t0" "$t1" "building strata with --features vulkan"
+fi
