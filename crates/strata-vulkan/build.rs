@@ -2,14 +2,15 @@
 //! writes `$OUT_DIR/spirv.rs`: one `pub const NAME: &[u8]` per compiled variant.
 //!
 //! Variants: `mul_mat_vec.comp` once per weight type (`TYPE_Q4_0`, …) and reduction
-//! (`USE_SUBGROUP` or shared memory), every other `*.comp` once. `#include "x.glsl"` reads
+//! (`USE_SUBGROUP` or shared memory), `get_rows.comp` once per weight type, every other
+//! `*.comp` once. `#include "x.glsl"` reads
 //! `shaders/x.glsl`. A compile error fails the build with shaderc's message.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::{env, fs};
 
-/// Weight types of the matrix-vector kernel: (name suffix, macro).
+/// Weight types of the matrix-vector and row-gather kernels: (name suffix, macro).
 const MATMUL_TYPES: &[(&str, &str)] = &[
     ("f32", "TYPE_F32"),
     ("f16", "TYPE_F16"),
@@ -55,6 +56,8 @@ fn main() {
                 &mut index,
             );
         }
+        let name = format!("get_rows_{suffix}");
+        compile(&compiler, &dir, "get_rows", &[ty], &name, &out, &mut index);
     }
     for stem in PLAIN {
         compile(&compiler, &dir, stem, &[], stem, &out, &mut index);

@@ -1,4 +1,4 @@
-//! Norms, activations, residual adds, scaling and RoPE on `[T][dim]` f32 buffers.
+//! Norms, activations, residual and bias adds, scaling and RoPE on `[T][dim]` f32 buffers.
 //!
 //! Each op records one dispatch; the formulas are strata-engine's CPU ops (`ops/norm.rs`,
 //! `ops/activation.rs`, `ops/rope.rs`, `backend/cpu.rs`), which the tests compare against.
@@ -66,7 +66,31 @@ impl Kernels {
     pub fn add(&self, rec: &mut Recorder, a: &Buffer, b: &Buffer, n: usize) -> Result<(), VkError> {
         check_f32("add", "a", a, n)?;
         check_f32("add", "b", b, n)?;
-        self.elementwise(rec, ("add", shaders::ADD), &[a, b], n, &[], &[])
+        let period = u32_of("add", n.max(1))?;
+        self.elementwise(rec, ("add", shaders::ADD), &[a, b], n, &[period], &[])
+    }
+
+    /// Records `a[t][i] += row[i]` for every one of the `n / row_len` rows of `a` (a bias).
+    ///
+    /// Errors: [`VkError::Shape`] when `n` is not whole rows or a buffer is too small.
+    pub fn add_row(
+        &self,
+        rec: &mut Recorder,
+        a: &Buffer,
+        row: &Buffer,
+        row_len: usize,
+        n: usize,
+    ) -> Result<(), VkError> {
+        if row_len == 0 || !n.is_multiple_of(row_len) {
+            return Err(VkError::Shape {
+                op: "add_row",
+                what: format!("{n} elements are not whole rows of {row_len}"),
+            });
+        }
+        check_f32("add_row", "a", a, n)?;
+        check_f32("add_row", "row", row, row_len)?;
+        let period = u32_of("add_row", row_len)?;
+        self.elementwise(rec, ("add", shaders::ADD), &[a, row], n, &[period], &[])
     }
 
     /// Records `x[i] *= s` for `i < n`.

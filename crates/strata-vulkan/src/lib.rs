@@ -7,8 +7,9 @@
 //! - [`Buffer`] and [`transfer`]: device-local storage, host-visible staging, upload/read.
 //! - [`Pipeline`], [`Recorder`]: SPIR-V compute pipelines (push and specialization
 //!   constants) and batches of dispatches with barriers, submitted and waited on a fence.
-//! - [`Kernels`]: matmul on ggml block layouts ([`QMatrix`], types in [`MATMUL_TYPES`]),
-//!   RMS norm, add, scale, SiLU, GLU and RoPE.
+//! - [`Kernels`]: matmul (with an optional bias) and row gathers (embeddings) on ggml block
+//!   layouts ([`QMatrix`], types in [`MATMUL_TYPES`]); RMS norm, add (also of a broadcast
+//!   row), scale, SiLU, GLU and RoPE.
 //!
 //! The Vulkan loader is opened at run time: on a machine without one, [`adapters`] and
 //! [`Device::new`] return [`VkError::NoLoader`] (or [`VkError::NoDevice`]) and nothing panics.
@@ -32,6 +33,7 @@ mod buffer;
 mod device;
 mod elementwise;
 mod error;
+mod get_rows;
 mod instance;
 mod kernels;
 mod matmul;

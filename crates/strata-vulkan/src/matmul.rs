@@ -68,10 +68,10 @@ impl QMatrix {
 }
 
 impl Kernels {
-    /// Records `y = x·Wᵀ`: `x` `[n_t][w.cols]` f32, `y` `[n_t][w.rows]` f32. One workgroup
-    /// per weight row and group of 8 tokens; every weight block is dequantized in f32 once
-    /// per group (so the order of f32 sums differs from the CPU's: results agree within
-    /// ~1e-6 relative, not bits).
+    /// Records `y = x·Wᵀ (+ bias)`: `x` `[n_t][w.cols]` f32, `y` `[n_t][w.rows]` f32, `bias`
+    /// `[w.rows]`. One workgroup per weight row and group of 8 tokens; every weight block is
+    /// dequantized in f32 once per group (so the order of f32 sums differs from the CPU's:
+    /// results agree within ~1e-6 relative, not bits). The bias is a second dispatch.
     ///
     /// Errors: [`VkError::Shape`] when a buffer is too small; pipeline errors.
     pub fn matmul(
@@ -81,6 +81,7 @@ impl Kernels {
         x: &Buffer,
         n_t: usize,
         y: &Buffer,
+        bias: Option<&Buffer>,
     ) -> Result<(), VkError> {
         check_f32("matmul", "x", x, n_t * w.cols)?;
         check_f32("matmul", "y", y, n_t * w.rows)?;
@@ -102,6 +103,10 @@ impl Kernels {
             u32_of("matmul", n_t.div_ceil(TOKENS_PER_GROUP))?,
             rows.div_ceil(MAX_GROUPS),
         ];
-        rec.dispatch(&p, &[&w.buf, x, y], &args, groups)
+        rec.dispatch(&p, &[&w.buf, x, y], &args, groups)?;
+        match bias {
+            Some(b) => self.add_row(rec, y, b, w.rows, n_t * w.rows),
+            None => Ok(()),
+        }
     }
 }

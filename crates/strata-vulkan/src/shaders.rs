@@ -42,7 +42,28 @@ pub(crate) fn mul_mat_vec(ty: GgmlType, subgroup: bool) -> Option<(&'static str,
     }
 }
 
-/// The weight types [`crate::Kernels::matmul`] multiplies.
+/// The row-gather kernel for weight type `ty` as `(name, SPIR-V)`; `None` for a type without
+/// a kernel.
+pub(crate) fn get_rows(ty: GgmlType) -> Option<(&'static str, &'static [u8])> {
+    macro_rules! pick {
+        ($($t:ident => $k:ident;)*) => {
+            match ty {
+                $(GgmlType::$t => Some((stringify!($k), spirv::$k)),)*
+                _ => None,
+            }
+        };
+    }
+    pick! {
+        F32 => GET_ROWS_F32; F16 => GET_ROWS_F16; BF16 => GET_ROWS_BF16;
+        Q4_0 => GET_ROWS_Q4_0; Q4_1 => GET_ROWS_Q4_1; Q5_0 => GET_ROWS_Q5_0;
+        Q5_1 => GET_ROWS_Q5_1; Q8_0 => GET_ROWS_Q8_0; IQ4_NL => GET_ROWS_IQ4_NL;
+        IQ4_XS => GET_ROWS_IQ4_XS; Q2_K => GET_ROWS_Q2_K; Q3_K => GET_ROWS_Q3_K;
+        Q4_K => GET_ROWS_Q4_K; Q5_K => GET_ROWS_Q5_K; Q6_K => GET_ROWS_Q6_K;
+    }
+}
+
+/// The weight types [`crate::Kernels::matmul`] multiplies and [`crate::Kernels::get_rows`]
+/// gathers.
 pub const MATMUL_TYPES: &[GgmlType] = &[
     GgmlType::F32,
     GgmlType::F16,

@@ -106,7 +106,7 @@ fn matmul_matches_cpu_for_every_weight_type() {
                 let yb =
                     Buffer::new(&dev, 4 * (n_t * rows) as u64, Location::Device).expect("alloc y");
                 let mut rec = Recorder::new(&dev).expect("recorder");
-                k.matmul(&mut rec, &w, &xb, n_t, &yb)
+                k.matmul(&mut rec, &w, &xb, n_t, &yb, None)
                     .expect("record matmul");
                 rec.submit().expect("submit");
                 let got = transfer::read_f32(&dev, &yb, n_t * rows).expect("read y");
@@ -138,7 +138,7 @@ fn matmul_rejects_bad_shapes_without_panicking() {
     let x = transfer::upload_f32(&dev, &[0.0; 8]).expect("upload x");
     let y = Buffer::new(&dev, 8, Location::Device).expect("alloc y");
     let mut rec = Recorder::new(&dev).expect("recorder");
-    assert!(k.matmul(&mut rec, &w, &x, 1, &y).is_err());
+    assert!(k.matmul(&mut rec, &w, &x, 1, &y, None).is_err());
 }
 
 #[test]
@@ -155,11 +155,69 @@ fn matmul_covers_rows_beyond_one_grid_dimension() {
     let xb = transfer::upload_f32(&dev, &x).expect("upload x");
     let yb = Buffer::new(&dev, 4 * (n_t * rows) as u64, Location::Device).expect("alloc y");
     let mut rec = Recorder::new(&dev).expect("recorder");
-    k.matmul(&mut rec, &w, &xb, n_t, &yb)
+    k.matmul(&mut rec, &w, &xb, n_t, &yb, None)
         .expect("record matmul");
     rec.submit().expect("submit");
     let got = transfer::read_f32(&dev, &yb, n_t * rows).expect("read y");
     let err = common::rel_err(&got, &want);
     eprintln!("matmul Q8_0 {rows}x{cols} T={n_t}: max|Δ|/max|y| = {err:.2e}");
     assert!(err <= tolerance(ty), "{err:e}");
+}
+
+#[test]
+fn matmul_adds_its_bias_to_every_token_row() {
+    let Some(dev) = common::device() else { return };
+    let k = strata_vulkan::Kernels::new(&dev);
+    let (ty, rows, cols, n_t) = (GgmlType::Q4_0, 19, 64, 3);
+    let wb = weights(ty, rows, cols, 91);
+    let x = common::values(n_t * cols, 92);
+    let bias = common::values(rows, 93);
+    let mut want = reference(ty, &wb, rows, cols, &x);
+    for (i, y) in want.iter_mut().enumerate() {
+        *y += bias[i % rows];
+    }
+    let w = QMatrix::upload(&dev, ty, rows, cols, &wb).expect("upload weights");
+    let xb = transfer::upload_f32(&dev, &x).expect("upload x");
+    let bb = transfer::upload_f32(&dev, &bias).expect("upload bias");
+    let yb = Buffer::new(&dev, 4 * (n_t * rows) as u64, Location::Device).expect("alloc y");
+    let mut rec = Recorder::new(&dev).expect("recorder");
+    k.matmul(&mut rec, &w, &xb, n_t, &yb, Some(&bb))
+        .expect("record matmul");
+    rec.submit().expect("submit");
+    let got = transfer::read_f32(&dev, &yb, n_t * rows).expect("read y");
+    let err = common::rel_err(&got, &want);
+    eprintln!("matmul Q4_0 + bias: max|Δ|/max|y| = {err:.2e}");
+    assert!(err <= tolerance(ty), "{err:e}");
+}
+
+#[test]
+fn get_rows_dequantizes_table_rows_like_the_cpu() {
+    let Some(dev) = common::device() else { return };
+    let k = strata_vulkan::Kernels::new(&dev);
+    for &ty in MATMUL_TYPES {
+        let kq = if ty.block_size() == 256 { 256 } else { 64 };
+        let (rows, cols) = (23, 2 * kq);
+        let wb = weights(ty, rows, cols, 200 + ty as u64);
+        let row_bytes = wb.len() / rows;
+        let ids = [3u32, 0, 22, 3, 17];
+        let scale = 0.75f32;
+        let mut want = vec![0.0f32; ids.len() * cols];
+        for (&id, out) in ids.iter().zip(want.chunks_exact_mut(cols)) {
+            let src = &wb[id as usize * row_bytes..(id as usize + 1) * row_bytes];
+            strata_quant::dequantize(ty, src, out).expect("dequantize");
+            out.iter_mut().for_each(|v| *v *= scale);
+        }
+        let table = QMatrix::upload(&dev, ty, rows, cols, &wb).expect("upload table");
+        let out = Buffer::new(&dev, 4 * want.len() as u64, Location::Device).expect("alloc");
+        let mut rec = Recorder::new(&dev).expect("recorder");
+        k.get_rows(&mut rec, &table, &ids, scale, &out)
+            .expect("record");
+        rec.submit().expect("submit");
+        let got = transfer::read_f32(&dev, &out, want.len()).expect("read");
+        let err = common::rel_err(&got, &want);
+        eprintln!("get_rows {ty:?}: max|Δ|/max|y| = {err:.2e}");
+        assert!(err <= 1e-6, "{ty:?}: {err:e}");
+        // An id outside the table is an error, recorded nothing.
+        assert!(k.get_rows(&mut rec, &table, &[23], 1.0, &out).is_err());
+    }
 }
