@@ -53,7 +53,7 @@ impl Kernels {
         } else {
             Reduction::SharedMemory
         };
-        let wg = (4 * sg).clamp(32, 128).next_power_of_two().min(128);
+        let wg = workgroup_size(sg);
         Self {
             dev: dev.clone(),
             wg,
@@ -90,6 +90,12 @@ impl Kernels {
         cache.insert(name, p.clone());
         Ok(p)
     }
+}
+
+/// Invocations per workgroup for subgroup size `sg`: four subgroups, at least 32 and at most
+/// 128 (every device allows 128), a power of two so the shared-memory trees halve evenly.
+fn workgroup_size(sg: u32) -> u32 {
+    (4 * sg.max(1)).clamp(32, 128).next_power_of_two().min(128)
 }
 
 /// Push-constant bytes of 32-bit words (u32 or f32 bits), in order.
@@ -131,4 +137,32 @@ pub(crate) fn check_f32(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workgroups_are_four_subgroups_within_32_to_128() {
+        assert_eq!(workgroup_size(8), 32); // lavapipe
+        assert_eq!(workgroup_size(16), 64); // Intel
+        assert_eq!(workgroup_size(32), 128); // NVIDIA, AMD RDNA
+        assert_eq!(workgroup_size(64), 128); // AMD GCN: two subgroups
+        assert_eq!(workgroup_size(4), 32);
+        assert_eq!(workgroup_size(0), 32);
+    }
+
+    #[test]
+    fn grids_split_past_the_per_dimension_limit_and_cover_every_group() {
+        assert_eq!(grid(0), [1, 1, 1]);
+        assert_eq!(grid(7), [7, 1, 1]);
+        assert_eq!(grid(MAX_GROUPS), [MAX_GROUPS, 1, 1]);
+        let [x, y, _] = grid(MAX_GROUPS + 1);
+        assert_eq!((x, y), (MAX_GROUPS, 2));
+        let n = 3 * MAX_GROUPS + 5;
+        let [x, y, _] = grid(n);
+        assert!(x as u64 * y as u64 >= n as u64 && (x as u64) * (y as u64 - 1) < n as u64);
+        assert_eq!(push(&[1, 2.5f32.to_bits()]), [1, 0, 0, 0, 0, 0, 0x20, 0x40]);
+    }
 }
