@@ -33,11 +33,11 @@ pub enum RopePairs {
 impl Kernels {
     /// Records `shader` (name, SPIR-V) over `n` invocations: push constants `[n, extra…]`,
     /// specialization constants `[workgroup size, spec…]`.
-    fn elementwise(
+    fn elementwise<'a>(
         &self,
-        rec: &mut Recorder,
+        rec: &mut Recorder<'a>,
         (name, spirv): (&'static str, &[u8]),
-        bufs: &[&Buffer],
+        bufs: &[&'a Buffer],
         n: usize,
         extra: &[u32],
         spec: &[u32],
@@ -63,7 +63,13 @@ impl Kernels {
     /// Records `a[i] += b[i]` for `i < n`.
     ///
     /// Errors: [`VkError::Shape`] when a buffer holds fewer than `n` values.
-    pub fn add(&self, rec: &mut Recorder, a: &Buffer, b: &Buffer, n: usize) -> Result<(), VkError> {
+    pub fn add<'a>(
+        &self,
+        rec: &mut Recorder<'a>,
+        a: &'a Buffer,
+        b: &'a Buffer,
+        n: usize,
+    ) -> Result<(), VkError> {
         check_f32("add", "a", a, n)?;
         check_f32("add", "b", b, n)?;
         let period = u32_of("add", n.max(1))?;
@@ -73,11 +79,11 @@ impl Kernels {
     /// Records `a[t][i] += row[i]` for every one of the `n / row_len` rows of `a` (a bias).
     ///
     /// Errors: [`VkError::Shape`] when `n` is not whole rows or a buffer is too small.
-    pub fn add_row(
+    pub fn add_row<'a>(
         &self,
-        rec: &mut Recorder,
-        a: &Buffer,
-        row: &Buffer,
+        rec: &mut Recorder<'a>,
+        a: &'a Buffer,
+        row: &'a Buffer,
         row_len: usize,
         n: usize,
     ) -> Result<(), VkError> {
@@ -96,7 +102,13 @@ impl Kernels {
     /// Records `x[i] *= s` for `i < n`.
     ///
     /// Errors: [`VkError::Shape`] when `x` holds fewer than `n` values.
-    pub fn scale(&self, rec: &mut Recorder, x: &Buffer, n: usize, s: f32) -> Result<(), VkError> {
+    pub fn scale<'a>(
+        &self,
+        rec: &mut Recorder<'a>,
+        x: &'a Buffer,
+        n: usize,
+        s: f32,
+    ) -> Result<(), VkError> {
         check_f32("scale", "x", x, n)?;
         self.elementwise(rec, ("scale", shaders::SCALE), &[x], n, &[s.to_bits()], &[])
     }
@@ -104,7 +116,7 @@ impl Kernels {
     /// Records `x[i] = silu(x[i]) = x·σ(x)` for `i < n`.
     ///
     /// Errors: [`VkError::Shape`] when `x` holds fewer than `n` values.
-    pub fn silu(&self, rec: &mut Recorder, x: &Buffer, n: usize) -> Result<(), VkError> {
+    pub fn silu<'a>(&self, rec: &mut Recorder<'a>, x: &'a Buffer, n: usize) -> Result<(), VkError> {
         check_f32("silu", "x", x, n)?;
         self.elementwise(rec, ("silu", shaders::SILU), &[x], n, &[], &[])
     }
@@ -112,12 +124,12 @@ impl Kernels {
     /// Records `gate[i] = act(gate[i]) · up[i]` for `i < n`.
     ///
     /// Errors: [`VkError::Shape`] when a buffer holds fewer than `n` values.
-    pub fn glu(
+    pub fn glu<'a>(
         &self,
-        rec: &mut Recorder,
+        rec: &mut Recorder<'a>,
         act: GluAct,
-        gate: &Buffer,
-        up: &Buffer,
+        gate: &'a Buffer,
+        up: &'a Buffer,
         n: usize,
     ) -> Result<(), VkError> {
         check_f32("glu", "gate", gate, n)?;
@@ -137,13 +149,13 @@ impl Kernels {
     ///
     /// Errors: [`VkError::Shape`] for buffers that are too small or `w_len` = 0.
     #[allow(clippy::too_many_arguments)]
-    pub fn rms_norm(
+    pub fn rms_norm<'a>(
         &self,
-        rec: &mut Recorder,
-        x: &Buffer,
-        w: &Buffer,
+        rec: &mut Recorder<'a>,
+        x: &'a Buffer,
+        w: &'a Buffer,
         w_len: usize,
-        out: &Buffer,
+        out: &'a Buffer,
         n_pieces: usize,
         n: usize,
         eps: f32,
@@ -177,12 +189,12 @@ impl Kernels {
     /// Errors: [`VkError::Shape`] for an odd `n_rot`, `n_rot > head_dim`, a `row` that is
     /// not whole heads, or buffers that are too small.
     #[allow(clippy::too_many_arguments)]
-    pub fn rope(
+    pub fn rope<'a>(
         &self,
-        rec: &mut Recorder,
+        rec: &mut Recorder<'a>,
         pairs: RopePairs,
-        x: &Buffer,
-        cs: &Buffer,
+        x: &'a Buffer,
+        cs: &'a Buffer,
         n_t: usize,
         row: usize,
         head_dim: usize,

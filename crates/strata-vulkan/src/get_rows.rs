@@ -6,7 +6,6 @@ use crate::kernels::{check_f32, grid, push, u32_of, Kernels};
 use crate::matmul::QMatrix;
 use crate::recorder::Recorder;
 use crate::shaders;
-use crate::transfer;
 
 impl Kernels {
     /// Records `out[i] = scale · table[ids[i]]` (`out`: `[ids.len()][table.cols]` f32),
@@ -16,13 +15,13 @@ impl Kernels {
     ///
     /// Errors: [`VkError::Shape`] naming the first id outside the table, or an `out` that is
     /// too small; [`VkError::UnsupportedType`]; allocation errors.
-    pub fn get_rows(
+    pub fn get_rows<'a>(
         &self,
-        rec: &mut Recorder,
-        table: &QMatrix,
+        rec: &mut Recorder<'a>,
+        table: &'a QMatrix,
         ids: &[u32],
         scale: f32,
-        out: &Buffer,
+        out: &'a Buffer,
     ) -> Result<(), VkError> {
         if let Some((i, id)) = ids
             .iter()
@@ -46,7 +45,13 @@ impl Kernels {
         let p = self.pipeline(name, spirv, 3, 20, &[self.wg])?;
         let id_bytes: Vec<u8> = ids.iter().flat_map(|v| v.to_le_bytes()).collect();
         let id_buf = Buffer::new(rec.device(), id_bytes.len() as u64, crate::Location::Device)?;
-        transfer::write(rec, &id_buf, &id_bytes)?;
+        // The ids live in a buffer the recorder keeps (`keep`), hence the crate-internal calls.
+        let mut staging = Buffer::new(rec.device(), id_bytes.len() as u64, crate::Location::Host)?;
+        if let Some(m) = staging.mapped_mut() {
+            m[..id_bytes.len()].copy_from_slice(&id_bytes);
+        }
+        rec.record_copy(&staging, &id_buf, id_buf.size())?;
+        rec.keep(staging);
         let args = push(&[
             u32_of("get_rows", table.rows)?,
             u32_of("get_rows", table.cols)?,
@@ -55,7 +60,7 @@ impl Kernels {
             scale.to_bits(),
         ]);
         let groups = grid(u32_of("get_rows", ids.len())?);
-        rec.dispatch(&p, &[&table.buf, &id_buf, out], &args, groups)?;
+        rec.record_dispatch(&p, &[&table.buf, &id_buf, out], &args, groups)?;
         rec.keep(id_buf);
         Ok(())
     }

@@ -74,14 +74,14 @@ impl Kernels {
     /// results agree within ~1e-6 relative, not bits). The bias is a second dispatch.
     ///
     /// Errors: [`VkError::Shape`] when a buffer is too small; pipeline errors.
-    pub fn matmul(
+    pub fn matmul<'a>(
         &self,
-        rec: &mut Recorder,
-        w: &QMatrix,
-        x: &Buffer,
+        rec: &mut Recorder<'a>,
+        w: &'a QMatrix,
+        x: &'a Buffer,
         n_t: usize,
-        y: &Buffer,
-        bias: Option<&Buffer>,
+        y: &'a Buffer,
+        bias: Option<&'a Buffer>,
     ) -> Result<(), VkError> {
         check_f32("matmul", "x", x, n_t * w.cols)?;
         check_f32("matmul", "y", y, n_t * w.rows)?;

@@ -1,5 +1,8 @@
 //! Recording kernels and copies into one command buffer, then submitting and waiting.
 
+use std::marker::PhantomData;
+use std::sync::Arc;
+
 use ash::vk;
 
 use crate::buffer::Buffer;
@@ -16,6 +19,21 @@ const BINDINGS_PER_SET: u32 = 4;
 /// full memory barrier (compute and transfer), so commands see the results of the ones
 /// recorded before them; [`Recorder::submit`] runs the batch and waits on a fence.
 ///
+/// The buffers a batch uses are borrowed for the recorder's life `'a`, and it holds its
+/// pipelines, so nothing the device may still read can be freed while the recorder lives:
+///
+/// ```compile_fail
+/// # fn f(dev: &strata_vulkan::Device, k: &strata_vulkan::Kernels)
+/// #     -> Result<(), strata_vulkan::VkError> {
+/// let mut rec = strata_vulkan::Recorder::new(dev)?;
+/// {
+///     let x = strata_vulkan::transfer::upload_f32(dev, &[1.0])?;
+///     k.scale(&mut rec, &x, 1, 2.0)?; // error: `x` does not live long enough
+/// }
+/// rec.submit()?;
+/// # Ok(()) }
+/// ```
+///
 /// ```no_run
 /// # fn f(dev: &strata_vulkan::Device, k: &strata_vulkan::Kernels,
 /// #      x: &strata_vulkan::Buffer) -> Result<(), strata_vulkan::VkError> {
@@ -25,7 +43,7 @@ const BINDINGS_PER_SET: u32 = 4;
 /// rec.submit()?;
 /// # Ok(()) }
 /// ```
-pub struct Recorder {
+pub struct Recorder<'a> {
     dev: Device,
     pool: vk::CommandPool,
     cmd: vk::CommandBuffer,
@@ -36,9 +54,13 @@ pub struct Recorder {
     recording: bool,
     /// Staging buffers that must live until the batch has run.
     keep: Vec<Buffer>,
+    /// The pipelines of the recorded dispatches.
+    pipelines: Vec<Arc<Pipeline>>,
+    /// The buffers of the recorded commands are borrowed for `'a`.
+    uses: PhantomData<&'a Buffer>,
 }
 
-impl Recorder {
+impl<'a> Recorder<'a> {
     /// A recorder with its own command pool, fence and descriptor pools.
     ///
     /// Errors: [`VkError::Call`].
@@ -60,6 +82,8 @@ impl Recorder {
             sets_in_last: SETS_PER_POOL,
             recording: false,
             keep: Vec::new(),
+            pipelines: Vec::new(),
+            uses: PhantomData,
         };
         let alloc = vk::CommandBufferAllocateInfo::default()
             .command_pool(pool)
@@ -128,7 +152,19 @@ impl Recorder {
     /// pipeline's; [`VkError::Call`].
     pub fn dispatch(
         &mut self,
-        p: &Pipeline,
+        p: &Arc<Pipeline>,
+        bufs: &[&'a Buffer],
+        push: &[u8],
+        groups: [u32; 3],
+    ) -> Result<(), VkError> {
+        self.record_dispatch(p, bufs, push, groups)
+    }
+
+    /// [`Recorder::dispatch`] with buffers the caller keeps alive until the batch has run
+    /// some other way (its own borrow, or [`Recorder::keep`]).
+    pub(crate) fn record_dispatch(
+        &mut self,
+        p: &Arc<Pipeline>,
         bufs: &[&Buffer],
         push: &[u8],
         groups: [u32; 3],
@@ -170,8 +206,9 @@ impl Recorder {
             })
             .collect();
         let raw = &self.dev.ctx.raw;
-        // SAFETY: the set is fresh and unused; the buffers and pipeline outlive the batch
-        // (callers keep them until `submit` returns: it waits on the fence).
+        // SAFETY: the set is fresh and unused; the buffers outlive the batch (borrowed for
+        // `'a`, or kept by the crate-internal callers) and the pipeline is held in
+        // `self.pipelines` until `submit` has waited on the fence.
         unsafe {
             raw.update_descriptor_sets(&writes, &[]);
             raw.cmd_bind_pipeline(self.cmd, vk::PipelineBindPoint::COMPUTE, p.raw);
@@ -188,6 +225,7 @@ impl Recorder {
             }
             raw.cmd_dispatch(self.cmd, groups[0], groups[1], groups[2]);
         }
+        self.pipelines.push(p.clone());
         self.barrier();
         Ok(())
     }
@@ -195,7 +233,18 @@ impl Recorder {
     /// Records a copy of the first `bytes` of `src` into `dst`.
     ///
     /// Errors: [`VkError::Shape`] when `bytes` exceeds either buffer; [`VkError::Call`].
-    pub fn copy(&mut self, src: &Buffer, dst: &Buffer, bytes: u64) -> Result<(), VkError> {
+    pub fn copy(&mut self, src: &'a Buffer, dst: &'a Buffer, bytes: u64) -> Result<(), VkError> {
+        self.record_copy(src, dst, bytes)
+    }
+
+    /// [`Recorder::copy`] with buffers the caller keeps alive until the batch has run some
+    /// other way.
+    pub(crate) fn record_copy(
+        &mut self,
+        src: &Buffer,
+        dst: &Buffer,
+        bytes: u64,
+    ) -> Result<(), VkError> {
         if bytes > src.size() || bytes > dst.size() {
             return Err(VkError::Shape {
                 op: "copy",
@@ -296,11 +345,12 @@ impl Recorder {
             0
         };
         self.keep.clear();
+        self.pipelines.clear();
         Ok(())
     }
 }
 
-impl Drop for Recorder {
+impl Drop for Recorder<'_> {
     fn drop(&mut self) {
         let raw = &self.dev.ctx.raw;
         // SAFETY: nothing recorded here is in flight (`submit` waits), except after a failed

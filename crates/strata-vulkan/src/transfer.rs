@@ -9,7 +9,7 @@ use crate::recorder::Recorder;
 /// buffer now, and from there into `dst` when `rec` runs (after what `rec` recorded before).
 ///
 /// Errors: [`VkError::Shape`] when `bytes` does not fit `dst`; allocation errors.
-pub fn write(rec: &mut Recorder, dst: &Buffer, bytes: &[u8]) -> Result<(), VkError> {
+pub fn write<'a>(rec: &mut Recorder<'a>, dst: &'a Buffer, bytes: &[u8]) -> Result<(), VkError> {
     if bytes.len() as u64 > dst.size() {
         return Err(VkError::Shape {
             op: "write",
@@ -20,7 +20,7 @@ pub fn write(rec: &mut Recorder, dst: &Buffer, bytes: &[u8]) -> Result<(), VkErr
     if let Some(m) = staging.mapped_mut() {
         m[..bytes.len()].copy_from_slice(bytes);
     }
-    rec.copy(&staging, dst, bytes.len().div_ceil(4) as u64 * 4)?;
+    rec.record_copy(&staging, dst, bytes.len().div_ceil(4) as u64 * 4)?;
     rec.keep(staging);
     Ok(())
 }
@@ -31,9 +31,11 @@ pub fn write(rec: &mut Recorder, dst: &Buffer, bytes: &[u8]) -> Result<(), VkErr
 /// Errors: allocation and submission errors.
 pub fn upload(dev: &Device, bytes: &[u8]) -> Result<Buffer, VkError> {
     let buf = Buffer::new(dev, bytes.len() as u64, Location::Device)?;
-    let mut rec = Recorder::new(dev)?;
-    write(&mut rec, &buf, bytes)?;
-    rec.submit()?;
+    {
+        let mut rec = Recorder::new(dev)?;
+        write(&mut rec, &buf, bytes)?;
+        rec.submit()?;
+    }
     Ok(buf)
 }
 

@@ -16,7 +16,7 @@ fn down(dev: &Device, b: &Buffer, n: usize) -> Vec<f32> {
     transfer::read_f32(dev, b, n).expect("read back")
 }
 
-fn run(dev: &Device, f: impl FnOnce(&mut Recorder)) {
+fn run<'a>(dev: &Device, f: impl FnOnce(&mut Recorder<'a>)) {
     let mut rec = Recorder::new(dev).expect("recorder");
     f(&mut rec);
     rec.submit().expect("submit");
