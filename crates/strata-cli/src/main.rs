@@ -3,6 +3,7 @@
 
 mod bench;
 mod chat;
+mod devices;
 mod flags;
 mod haystack;
 mod http;
@@ -85,6 +86,8 @@ enum Command {
     Synth(synth::SynthArgs),
     /// Print the CPU topology (sockets, NUMA, SMT, hybrid core classes, L3) and the pool workers chosen.
     Topology(topology::TopologyArgs),
+    /// List the Vulkan GPUs: index, name, type, memory, subgroup size and shader features.
+    Devices,
 }
 
 /// Options shared by commands that run a model.
@@ -258,6 +261,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Quality(args) => quality::run(args, &models_dir),
         Command::Topology(args) => topology::run(args),
         Command::Synth(args) => synth::run(args, &models_dir),
+        Command::Devices => devices::run(&mut std::io::stdout().lock()),
         Command::List => list::list(&models_dir),
         Command::Show { model } => list::show(&model, &models_dir),
         Command::Inspect { model } => {

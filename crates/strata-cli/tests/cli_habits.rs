@@ -232,3 +232,30 @@ fn list_shows_known_models_and_show_summarises_one() {
     assert!(i.contains("general.file_type"), "{i}");
     assert!(i.contains("(Q4_1)"), "the file type is named");
 }
+
+#[test]
+fn devices_prints_adapters_or_one_line_and_succeeds() {
+    // With or without the `vulkan` feature, loader and GPU: exit 0 and at least one line.
+    let out = run_strata(&["devices"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.trim().is_empty(), "{}", text(&out));
+    if !cfg!(feature = "vulkan") {
+        assert_eq!(stdout.lines().count(), 1, "{stdout}");
+        assert!(stdout.contains("--features vulkan"), "{stdout}");
+    }
+    // No driver: one line, still exit 0.
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("devices")
+        .env("VK_ICD_FILENAMES", "/nonexistent/strata_no_icd.json")
+        .env("VK_DRIVER_FILES", "/nonexistent/strata_no_icd.json")
+        .output()
+        .expect("strata runs");
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        1,
+        "{}",
+        text(&out)
+    );
+}

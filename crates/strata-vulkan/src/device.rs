@@ -1,0 +1,147 @@
+//! An opened device: its compute queue (and transfer queue, where it has one) and memory types.
+
+use std::sync::{Arc, Mutex};
+
+use ash::vk;
+
+use crate::adapter::AdapterInfo;
+use crate::error::{Check, VkError};
+use crate::instance::Instance;
+
+/// A logical device on one adapter. Cheap to clone (one shared handle); buffers, pipelines and
+/// recorders hold a clone, so the device lives until the last of them drops.
+#[derive(Clone)]
+pub struct Device {
+    pub(crate) ctx: Arc<Ctx>,
+}
+
+/// The shared state behind [`Device`].
+pub(crate) struct Ctx {
+    pub(crate) raw: ash::Device,
+    pub(crate) info: AdapterInfo,
+    pub(crate) memory: vk::PhysicalDeviceMemoryProperties,
+    /// Queue handles need external synchronisation for submission.
+    pub(crate) compute: Mutex<vk::Queue>,
+    pub(crate) compute_family: u32,
+    /// A dedicated transfer (DMA) queue and its family, where the device has one. Created now
+    /// for the uploads that will overlap compute; copies run on the compute queue for now.
+    pub(crate) transfer: Option<(Mutex<vk::Queue>, u32)>,
+    // Declared last: dropped after `raw` is destroyed in `Drop`.
+    _instance: Arc<Instance>,
+}
+
+impl Device {
+    /// Opens adapter `index` (as [`crate::adapters`] numbers them).
+    ///
+    /// Errors: [`VkError::NoLoader`] / [`VkError::NoDevice`] without Vulkan or without that
+    /// adapter; [`VkError::Unsupported`] for a device below Vulkan 1.1 or without a compute
+    /// queue; [`VkError::Call`] when device creation fails.
+    pub fn new(index: usize) -> Result<Self, VkError> {
+        let instance = Instance::new()?;
+        let adapters = instance.adapters()?;
+        let n = adapters.len();
+        let info = adapters
+            .into_iter()
+            .nth(index)
+            .ok_or_else(|| VkError::NoDevice(format!(" with index {index} (found {n})")))?;
+        Self::open(instance, info)
+    }
+
+    fn open(instance: Arc<Instance>, info: AdapterInfo) -> Result<Self, VkError> {
+        let unsupported = |why: &str| VkError::Unsupported {
+            device: info.name.clone(),
+            why: why.into(),
+        };
+        if info.api_version < vk::API_VERSION_1_1 {
+            return Err(unsupported("Vulkan 1.1 is required"));
+        }
+        let compute_family = info
+            .compute_family
+            .ok_or_else(|| unsupported("no compute queue"))?;
+        let priority = [1.0f32];
+        let mut queues = vec![vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(compute_family)
+            .queue_priorities(&priority)];
+        if let Some(tf) = info.transfer_family {
+            queues.push(
+                vk::DeviceQueueCreateInfo::default()
+                    .queue_family_index(tf)
+                    .queue_priorities(&priority),
+            );
+        }
+        let create = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
+        // SAFETY: the physical device belongs to `instance`; `create` outlives the call.
+        let raw = unsafe { instance.raw.create_device(info.physical, &create, None) }
+            .check("vkCreateDevice")?;
+        // SAFETY: one queue of each family was requested above.
+        let compute = unsafe { raw.get_device_queue(compute_family, 0) };
+        let transfer = info
+            .transfer_family
+            // SAFETY: as above.
+            .map(|tf| (Mutex::new(unsafe { raw.get_device_queue(tf, 0) }), tf));
+        // SAFETY: as above.
+        let memory = unsafe {
+            instance
+                .raw
+                .get_physical_device_memory_properties(info.physical)
+        };
+        Ok(Self {
+            ctx: Arc::new(Ctx {
+                raw,
+                info,
+                memory,
+                compute: Mutex::new(compute),
+                compute_family,
+                transfer,
+                _instance: instance,
+            }),
+        })
+    }
+
+    /// The adapter this device runs on.
+    pub fn info(&self) -> &AdapterInfo {
+        &self.ctx.info
+    }
+
+    /// True when the device has a transfer-only queue (opened beside the compute queue).
+    pub fn has_transfer_queue(&self) -> bool {
+        self.ctx.transfer.is_some()
+    }
+
+    /// Waits until the device is idle.
+    ///
+    /// Errors: [`VkError::Call`] (e.g. device lost).
+    pub fn wait_idle(&self) -> Result<(), VkError> {
+        // SAFETY: `raw` is live; queues are not used concurrently by this call's contract
+        // (every submission in this crate holds the queue lock and waits on its fence).
+        unsafe { self.ctx.raw.device_wait_idle() }.check("vkDeviceWaitIdle")
+    }
+
+    /// The index of a memory type allowed by `type_bits` that has all of `want`, preferring
+    /// one that also has `prefer`.
+    pub(crate) fn memory_type(
+        &self,
+        type_bits: u32,
+        want: vk::MemoryPropertyFlags,
+        prefer: vk::MemoryPropertyFlags,
+    ) -> Option<u32> {
+        let m = &self.ctx.memory;
+        let ok = |i: u32, flags: vk::MemoryPropertyFlags| {
+            type_bits & (1 << i) != 0 && m.memory_types[i as usize].property_flags.contains(flags)
+        };
+        (0..m.memory_type_count)
+            .find(|&i| ok(i, want | prefer))
+            .or_else(|| (0..m.memory_type_count).find(|&i| ok(i, want)))
+    }
+}
+
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        // SAFETY: every object made from the device holds a `Device` clone, so none is alive
+        // here; waiting first lets in-flight work finish.
+        unsafe {
+            let _ = self.raw.device_wait_idle();
+            self.raw.destroy_device(None);
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! Quantized matrix-vector and small matrix-matrix products on weights in ggml block layout.
+
+use strata_quant::GgmlType;
+
+use crate::buffer::Buffer;
+use crate::device::Device;
+use crate::error::VkError;
+use crate::kernels::{check_f32, push, u32_of, Kernels, Reduction, MAX_GROUPS};
+use crate::recorder::Recorder;
+use crate::shaders;
+use crate::transfer;
+
+/// Tokens one workgroup column of the kernel handles (`MAX_T` in `mul_mat_vec.comp`).
+const TOKENS_PER_GROUP: usize = 8;
+
+/// A weight matrix `[rows][cols]` on the device, bytes exactly as in the GGUF file (rows of
+/// `cols / block_size` blocks, no repacking).
+pub struct QMatrix {
+    pub ty: GgmlType,
+    pub rows: usize,
+    pub cols: usize,
+    /// Bytes of one row.
+    pub row_bytes: usize,
+    pub buf: Buffer,
+}
+
+impl QMatrix {
+    /// Uploads `bytes` (`rows` rows of `cols` elements of `ty`) into device memory.
+    ///
+    /// Errors: [`VkError::UnsupportedType`] for a type without a kernel; [`VkError::Shape`]
+    /// when `cols` is not a whole number of blocks or `bytes` has the wrong length.
+    pub fn upload(
+        dev: &Device,
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        bytes: &[u8],
+    ) -> Result<Self, VkError> {
+        if shaders::mul_mat_vec(ty, false).is_none() {
+            return Err(VkError::UnsupportedType(ty));
+        }
+        let bs = ty.block_size();
+        if cols == 0 || !cols.is_multiple_of(bs) {
+            return Err(VkError::Shape {
+                op: "matmul",
+                what: format!("{cols} columns of {ty:?} are not whole blocks of {bs}"),
+            });
+        }
+        let row_bytes = cols / bs * ty.type_size();
+        if bytes.len() != rows * row_bytes {
+            return Err(VkError::Shape {
+                op: "matmul",
+                what: format!(
+                    "{rows}×{cols} {ty:?} is {} bytes, got {}",
+                    rows * row_bytes,
+                    bytes.len()
+                ),
+            });
+        }
+        Ok(Self {
+            ty,
+            rows,
+            cols,
+            row_bytes,
+            buf: transfer::upload(dev, bytes)?,
+        })
+    }
+}
+
+impl Kernels {
+    /// Records `y = x·Wᵀ (+ bias)`: `x` `[n_t][w.cols]` f32, `y` `[n_t][w.rows]` f32, `bias`
+    /// `[w.rows]`. One workgroup per weight row and group of 8 tokens; every weight block is
+    /// dequantized in f32 once per group (so the order of f32 sums differs from the CPU's:
+    /// results agree within ~1e-6 relative, not bits). The bias is a second dispatch.
+    ///
+    /// Errors: [`VkError::Shape`] when a buffer is too small; pipeline errors.
+    pub fn matmul<'a>(
+        &self,
+        rec: &mut Recorder<'a>,
+        w: &'a QMatrix,
+        x: &'a Buffer,
+        n_t: usize,
+        y: &'a Buffer,
+        bias: Option<&'a Buffer>,
+    ) -> Result<(), VkError> {
+        check_f32("matmul", "x", x, n_t * w.cols)?;
+        check_f32("matmul", "y", y, n_t * w.rows)?;
+        if n_t == 0 || w.rows == 0 {
+            return Ok(());
+        }
+        let (name, spirv) = shaders::mul_mat_vec(w.ty, self.reduction == Reduction::Subgroup)
+            .ok_or(VkError::UnsupportedType(w.ty))?;
+        let p = self.pipeline(name, spirv, 3, 16, &[self.wg])?;
+        let rows = u32_of("matmul", w.rows)?;
+        let args = push(&[
+            rows,
+            u32_of("matmul", w.cols)?,
+            u32_of("matmul", w.row_bytes)?,
+            u32_of("matmul", n_t)?,
+        ]);
+        let groups = [
+            rows.min(MAX_GROUPS),
+            u32_of("matmul", n_t.div_ceil(TOKENS_PER_GROUP))?,
+            rows.div_ceil(MAX_GROUPS),
+        ];
+        rec.dispatch(&p, &[&w.buf, x, y], &args, groups)?;
+        match bias {
+            Some(b) => self.add_row(rec, y, b, w.rows, n_t * w.rows),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! The SPIR-V that build.rs compiled from `shaders/*.comp`, by kernel and variant.
+
+use strata_quant::GgmlType;
+
+mod spirv {
+    include!(concat!(env!("OUT_DIR"), "/spirv.rs"));
+}
+
+pub(crate) use spirv::{ADD, GLU, RMS_NORM, ROPE, SCALE, SILU};
+
+/// The matrix-vector kernel for weight type `ty` with a subgroup (`true`) or shared-memory
+/// reduction, as `(name, SPIR-V)`; `None` for a type without a kernel.
+pub(crate) fn mul_mat_vec(ty: GgmlType, subgroup: bool) -> Option<(&'static str, &'static [u8])> {
+    macro_rules! pick {
+        ($($t:ident => $sg:ident, $sh:ident;)*) => {
+            match ty {
+                $(GgmlType::$t => Some(if subgroup {
+                    (stringify!($sg), spirv::$sg)
+                } else {
+                    (stringify!($sh), spirv::$sh)
+                }),)*
+                _ => None,
+            }
+        };
+    }
+    pick! {
+        F32 => MUL_MAT_VEC_F32_SG, MUL_MAT_VEC_F32_SH;
+        F16 => MUL_MAT_VEC_F16_SG, MUL_MAT_VEC_F16_SH;
+        BF16 => MUL_MAT_VEC_BF16_SG, MUL_MAT_VEC_BF16_SH;
+        Q4_0 => MUL_MAT_VEC_Q4_0_SG, MUL_MAT_VEC_Q4_0_SH;
+        Q4_1 => MUL_MAT_VEC_Q4_1_SG, MUL_MAT_VEC_Q4_1_SH;
+        Q5_0 => MUL_MAT_VEC_Q5_0_SG, MUL_MAT_VEC_Q5_0_SH;
+        Q5_1 => MUL_MAT_VEC_Q5_1_SG, MUL_MAT_VEC_Q5_1_SH;
+        Q8_0 => MUL_MAT_VEC_Q8_0_SG, MUL_MAT_VEC_Q8_0_SH;
+        IQ4_NL => MUL_MAT_VEC_IQ4_NL_SG, MUL_MAT_VEC_IQ4_NL_SH;
+        IQ4_XS => MUL_MAT_VEC_IQ4_XS_SG, MUL_MAT_VEC_IQ4_XS_SH;
+        Q2_K => MUL_MAT_VEC_Q2_K_SG, MUL_MAT_VEC_Q2_K_SH;
+        Q3_K => MUL_MAT_VEC_Q3_K_SG, MUL_MAT_VEC_Q3_K_SH;
+        Q4_K => MUL_MAT_VEC_Q4_K_SG, MUL_MAT_VEC_Q4_K_SH;
+        Q5_K => MUL_MAT_VEC_Q5_K_SG, MUL_MAT_VEC_Q5_K_SH;
+        Q6_K => MUL_MAT_VEC_Q6_K_SG, MUL_MAT_VEC_Q6_K_SH;
+    }
+}
+
+/// The row-gather kernel for weight type `ty` as `(name, SPIR-V)`; `None` for a type without
+/// a kernel.
+pub(crate) fn get_rows(ty: GgmlType) -> Option<(&'static str, &'static [u8])> {
+    macro_rules! pick {
+        ($($t:ident => $k:ident;)*) => {
+            match ty {
+                $(GgmlType::$t => Some((stringify!($k), spirv::$k)),)*
+                _ => None,
+            }
+        };
+    }
+    pick! {
+        F32 => GET_ROWS_F32; F16 => GET_ROWS_F16; BF16 => GET_ROWS_BF16;
+        Q4_0 => GET_ROWS_Q4_0; Q4_1 => GET_ROWS_Q4_1; Q5_0 => GET_ROWS_Q5_0;
+        Q5_1 => GET_ROWS_Q5_1; Q8_0 => GET_ROWS_Q8_0; IQ4_NL => GET_ROWS_IQ4_NL;
+        IQ4_XS => GET_ROWS_IQ4_XS; Q2_K => GET_ROWS_Q2_K; Q3_K => GET_ROWS_Q3_K;
+        Q4_K => GET_ROWS_Q4_K; Q5_K => GET_ROWS_Q5_K; Q6_K => GET_ROWS_Q6_K;
+    }
+}
+
+/// The weight types [`crate::Kernels::matmul`] multiplies and [`crate::Kernels::get_rows`]
+/// gathers.
+pub const MATMUL_TYPES: &[GgmlType] = &[
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::IQ4_NL,
+    GgmlType::IQ4_XS,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];

@@ -1,0 +1,223 @@
+//! `Kernels::matmul` against the CPU: weights quantized (or, for types strata-quant cannot
+//! quantize, random bytes with sane scales) in their ggml block layout, the reference
+//! dequantized by strata-quant and summed in f64. Measure: max |Δ| / max |y|.
+
+mod common;
+
+use strata_quant::GgmlType;
+use strata_vulkan::{transfer, Buffer, Location, QMatrix, Recorder, MATMUL_TYPES};
+
+/// Tolerance of max |Δ| / max |y|: both sides multiply the same dequantized f32 weights, so
+/// only the order of the f32 sums differs (the GPU's partial sums per 32-element chunk).
+fn tolerance(ty: GgmlType) -> f32 {
+    match ty {
+        GgmlType::F32 => 1e-5,
+        _ => 1e-4,
+    }
+}
+
+/// `rows` rows of `cols` elements of `ty`, in block layout.
+fn weights(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
+    let vals = common::values(rows * cols, seed);
+    let row_bytes = cols / ty.block_size() * ty.type_size();
+    let mut bytes = vec![0u8; rows * row_bytes];
+    match ty {
+        GgmlType::F32 => {
+            for (b, v) in bytes.chunks_exact_mut(4).zip(&vals) {
+                b.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        GgmlType::IQ4_NL | GgmlType::IQ4_XS | GgmlType::Q2_K | GgmlType::Q3_K => {
+            // No quantizer here: random bytes, with every f16 scale of a block set to a
+            // small finite value (the byte offsets of `d`/`dmin` in ggml's block structs).
+            let (block, scales): (usize, &[usize]) = match ty {
+                GgmlType::IQ4_NL => (18, &[0]),
+                GgmlType::IQ4_XS => (136, &[0]),
+                GgmlType::Q2_K => (84, &[80, 82]),
+                _ => (110, &[108]),
+            };
+            let noise = common::values(bytes.len(), seed ^ 0x55);
+            for (b, v) in bytes.iter_mut().zip(&noise) {
+                *b = ((v + 1.0) * 127.99) as u8;
+            }
+            for blk in bytes.chunks_exact_mut(block) {
+                for (k, &o) in scales.iter().enumerate() {
+                    let d = half::f16::from_f32(0.0123 + 0.004 * k as f32).to_le_bytes();
+                    blk[o..o + 2].copy_from_slice(&d);
+                }
+            }
+        }
+        _ => {
+            for (src, dst) in vals
+                .chunks_exact(cols)
+                .zip(bytes.chunks_exact_mut(row_bytes))
+            {
+                strata_quant::quantize(ty, src, dst).expect("quantizable type");
+            }
+        }
+    }
+    bytes
+}
+
+/// y[t][r] = Σ x[t][c]·W[r][c] on the CPU, from strata-quant's dequantized rows, in f64.
+fn reference(ty: GgmlType, w: &[u8], rows: usize, cols: usize, x: &[f32]) -> Vec<f32> {
+    let row_bytes = w.len() / rows;
+    let mut wf = vec![0.0f32; rows * cols];
+    for (src, dst) in w.chunks_exact(row_bytes).zip(wf.chunks_exact_mut(cols)) {
+        strata_quant::dequantize(ty, src, dst).expect("dequantizable type");
+    }
+    let n_t = x.len() / cols;
+    let mut y = vec![0.0f32; n_t * rows];
+    for t in 0..n_t {
+        for r in 0..rows {
+            let xr = &x[t * cols..(t + 1) * cols];
+            let wr = &wf[r * cols..(r + 1) * cols];
+            y[t * rows + r] = xr
+                .iter()
+                .zip(wr)
+                .map(|(a, b)| *a as f64 * *b as f64)
+                .sum::<f64>() as f32;
+        }
+    }
+    y
+}
+
+#[test]
+fn matmul_matches_cpu_for_every_weight_type() {
+    let Some(dev) = common::device() else { return };
+    for k in common::kernel_sets(&dev) {
+        for &ty in MATMUL_TYPES {
+            let bs = ty.block_size();
+            let kq = if bs == 256 { 256 } else { 32 };
+            // (rows, cols, tokens): a matrix-vector product, a small matrix-matrix product
+            // over two token groups, and for float types a row that ends inside a chunk.
+            let mut shapes = vec![(37, 3 * kq, 1), (70, 2 * kq, 11)];
+            if bs == 1 {
+                shapes.push((9, 100, 3));
+            }
+            for (i, &(rows, cols, n_t)) in shapes.iter().enumerate() {
+                let seed = 1000 * i as u64 + ty as u64;
+                let wb = weights(ty, rows, cols, seed);
+                let x = common::values(n_t * cols, seed + 7);
+                let want = reference(ty, &wb, rows, cols, &x);
+
+                let w = QMatrix::upload(&dev, ty, rows, cols, &wb).expect("upload weights");
+                let xb = transfer::upload_f32(&dev, &x).expect("upload x");
+                let yb =
+                    Buffer::new(&dev, 4 * (n_t * rows) as u64, Location::Device).expect("alloc y");
+                let mut rec = Recorder::new(&dev).expect("recorder");
+                k.matmul(&mut rec, &w, &xb, n_t, &yb, None)
+                    .expect("record matmul");
+                rec.submit().expect("submit");
+                let got = transfer::read_f32(&dev, &yb, n_t * rows).expect("read y");
+                let err = common::rel_err(&got, &want);
+                eprintln!(
+                    "matmul {ty:?} {rows}x{cols} T={n_t} ({:?}, wg {}): max|Δ|/max|y| = {err:.2e}",
+                    k.reduction(),
+                    k.workgroup_size()
+                );
+                assert!(
+                    err <= tolerance(ty),
+                    "{ty:?} {rows}x{cols} T={n_t}: {err:e}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_rejects_bad_shapes_without_panicking() {
+    let Some(dev) = common::device() else { return };
+    // 40 columns are not whole Q4_0 blocks; a byte count that does not match the shape.
+    assert!(QMatrix::upload(&dev, GgmlType::Q4_0, 2, 40, &[0; 36]).is_err());
+    assert!(QMatrix::upload(&dev, GgmlType::Q8_0, 2, 32, &[0; 35]).is_err());
+    assert!(QMatrix::upload(&dev, GgmlType::IQ1_M, 1, 256, &[0; 56]).is_err());
+    // y too small for the product.
+    let k = strata_vulkan::Kernels::new(&dev);
+    let w = QMatrix::upload(&dev, GgmlType::F32, 4, 8, &[0; 128]).expect("upload");
+    let x = transfer::upload_f32(&dev, &[0.0; 8]).expect("upload x");
+    let y = Buffer::new(&dev, 8, Location::Device).expect("alloc y");
+    let mut rec = Recorder::new(&dev).expect("recorder");
+    assert!(k.matmul(&mut rec, &w, &x, 1, &y, None).is_err());
+}
+
+#[test]
+fn matmul_covers_rows_beyond_one_grid_dimension() {
+    // 70 000 rows > 65 535 workgroups per dimension (a 248k-token vocabulary's LM head needs
+    // the split): rows past the first grid plane must be computed, and no row twice.
+    let Some(dev) = common::device() else { return };
+    let k = strata_vulkan::Kernels::new(&dev);
+    let (ty, rows, cols, n_t) = (GgmlType::Q8_0, 70_000, 32, 2);
+    let wb = weights(ty, rows, cols, 77);
+    let x = common::values(n_t * cols, 78);
+    let want = reference(ty, &wb, rows, cols, &x);
+    let w = QMatrix::upload(&dev, ty, rows, cols, &wb).expect("upload weights");
+    let xb = transfer::upload_f32(&dev, &x).expect("upload x");
+    let yb = Buffer::new(&dev, 4 * (n_t * rows) as u64, Location::Device).expect("alloc y");
+    let mut rec = Recorder::new(&dev).expect("recorder");
+    k.matmul(&mut rec, &w, &xb, n_t, &yb, None)
+        .expect("record matmul");
+    rec.submit().expect("submit");
+    let got = transfer::read_f32(&dev, &yb, n_t * rows).expect("read y");
+    let err = common::rel_err(&got, &want);
+    eprintln!("matmul Q8_0 {rows}x{cols} T={n_t}: max|Δ|/max|y| = {err:.2e}");
+    assert!(err <= tolerance(ty), "{err:e}");
+}
+
+#[test]
+fn matmul_adds_its_bias_to_every_token_row() {
+    let Some(dev) = common::device() else { return };
+    let k = strata_vulkan::Kernels::new(&dev);
+    let (ty, rows, cols, n_t) = (GgmlType::Q4_0, 19, 64, 3);
+    let wb = weights(ty, rows, cols, 91);
+    let x = common::values(n_t * cols, 92);
+    let bias = common::values(rows, 93);
+    let mut want = reference(ty, &wb, rows, cols, &x);
+    for (i, y) in want.iter_mut().enumerate() {
+        *y += bias[i % rows];
+    }
+    let w = QMatrix::upload(&dev, ty, rows, cols, &wb).expect("upload weights");
+    let xb = transfer::upload_f32(&dev, &x).expect("upload x");
+    let bb = transfer::upload_f32(&dev, &bias).expect("upload bias");
+    let yb = Buffer::new(&dev, 4 * (n_t * rows) as u64, Location::Device).expect("alloc y");
+    let mut rec = Recorder::new(&dev).expect("recorder");
+    k.matmul(&mut rec, &w, &xb, n_t, &yb, Some(&bb))
+        .expect("record matmul");
+    rec.submit().expect("submit");
+    let got = transfer::read_f32(&dev, &yb, n_t * rows).expect("read y");
+    let err = common::rel_err(&got, &want);
+    eprintln!("matmul Q4_0 + bias: max|Δ|/max|y| = {err:.2e}");
+    assert!(err <= tolerance(ty), "{err:e}");
+}
+
+#[test]
+fn get_rows_dequantizes_table_rows_like_the_cpu() {
+    let Some(dev) = common::device() else { return };
+    let k = strata_vulkan::Kernels::new(&dev);
+    for &ty in MATMUL_TYPES {
+        let kq = if ty.block_size() == 256 { 256 } else { 64 };
+        let (rows, cols) = (23, 2 * kq);
+        let wb = weights(ty, rows, cols, 200 + ty as u64);
+        let row_bytes = wb.len() / rows;
+        let ids = [3u32, 0, 22, 3, 17];
+        let scale = 0.75f32;
+        let mut want = vec![0.0f32; ids.len() * cols];
+        for (&id, out) in ids.iter().zip(want.chunks_exact_mut(cols)) {
+            let src = &wb[id as usize * row_bytes..(id as usize + 1) * row_bytes];
+            strata_quant::dequantize(ty, src, out).expect("dequantize");
+            out.iter_mut().for_each(|v| *v *= scale);
+        }
+        let table = QMatrix::upload(&dev, ty, rows, cols, &wb).expect("upload table");
+        let out = Buffer::new(&dev, 4 * want.len() as u64, Location::Device).expect("alloc");
+        let mut rec = Recorder::new(&dev).expect("recorder");
+        k.get_rows(&mut rec, &table, &ids, scale, &out)
+            .expect("record");
+        rec.submit().expect("submit");
+        let got = transfer::read_f32(&dev, &out, want.len()).expect("read");
+        let err = common::rel_err(&got, &want);
+        eprintln!("get_rows {ty:?}: max|Δ|/max|y| = {err:.2e}");
+        assert!(err <= 1e-6, "{ty:?}: {err:e}");
+        // An id outside the table is an error, recorded nothing.
+        assert!(k.get_rows(&mut rec, &table, &[23], 1.0, &out).is_err());
+    }
+}

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The Vulkan backend's kernel tests on lavapipe (Mesa's CPU Vulkan driver), and one build of
+# the `strata` binary with the `vulkan` feature, each timed.
+#
+# Needs the Vulkan loader and lavapipe (Debian: libvulkan1 mesa-vulkan-drivers) and a shaderc
+# library for build.rs (libshaderc-dev; without it the shaderc crate builds shaderc from
+# source, which needs cmake and takes minutes). .ci/run installs the three packages.
+# With CI=true a missing Vulkan device fails the tests instead of skipping them.
+#
+#   scripts/test_vulkan.sh          both parts
+#   scripts/test_vulkan.sh tests    the crate's build and tests only
+#   scripts/test_vulkan.sh cli      the `strata` build with `--features vulkan` only (switching
+#                                   that feature recompiles strata-cli, ~30 s each way, so
+#                                   .ci/run does this last)
+set -euo pipefail
+part="${1:-all}"
+case "$part" in
+  all | tests | cli) ;;
+  *) echo "usage: $0 [tests|cli]" >&2 && exit 2 ;;
+esac
+cd "$(dirname "$0")/.."
+
+target="${CARGO_TARGET_DIR:-target}"
+case "$target" in /*) ;; *) target="$PWD/$target" ;; esac
+
+# Debian 12's libshaderc.so leaves glslang's symbols undefined (glslang ships as static
+# archives only), so linking shaderc-sys against it fails. A linker script named
+# libshaderc.so that links the static archives instead, given to shaderc-sys through
+# SHADERC_LIB_DIR, fixes that without building shaderc. (grep -c, not -q: under pipefail an
+# early exit of grep would fail the pipeline with nm's SIGPIPE.)
+lib="/usr/lib/$(uname -m)-linux-gnu"
+if [ -z "${SHADERC_LIB_DIR:-}" ] && [ -f "$lib/libshaderc.so" ] && [ -f "$lib/libglslang.a" ] &&
+  nm -D --undefined-only "$lib/libshaderc.so" 2>/dev/null | grep -c '_ZN7glslang' >/dev/null; then
+  dir="$target/shaderc-link"
+  mkdir -p "$dir"
+  archives=""
+  for a in shaderc_combined glslang MachineIndependent GenericCodeGen OSDependent OGLCompiler \
+    SPIRV SPIRV-Tools-opt SPIRV-Tools glslang-default-resource-limits; do
+    if [ -f "$lib/lib$a.a" ]; then archives="$archives $lib/lib$a.a"; fi
+  done
+  printf 'GROUP (%s -lstdc++ )\n' "$archives" >"$dir/libshaderc.so"
+  export SHADERC_LIB_DIR="$dir"
+  echo "shaderc: $lib/libshaderc.so lacks glslang; linking its static archives ($dir/libshaderc.so)"
+fi
+
+icd="/usr/share/vulkan/icd.d/lvp_icd.$(uname -m).json"
+if [ -z "${VK_ICD_FILENAMES:-}" ] && [ -f "$icd" ]; then
+  export VK_ICD_FILENAMES="$icd"
+fi
+echo "VK_ICD_FILENAMES=${VK_ICD_FILENAMES:-(loader default)}"
+
+secs() { date +%s.%N; }
+took() { awk -v a="$1" -v b="$2" -v what="$3" 'BEGIN { printf "vulkan: %s took %.0f s\n", what, b - a }'; }
+if [ "$part" = all ] || [ "$part" = tests ]; then
+  t0=$(secs)
+  cargo build --release --locked -p strata-vulkan --tests
+  t1=$(secs)
+  cargo test --release --locked -p strata-vulkan
+  t2=$(secs)
+  took "$t0" "$t1" "building strata-vulkan and its tests"
+  took "$t1" "$t2" "running its tests"
+fi
+if [ "$part" = all ] || [ "$part" = cli ]; then
+  t0=$(secs)
+  cargo build --release --locked -p strata-cli --features vulkan
+  t1=$(secs)
+  "$target/release/strata" devices
+  took "$t0" "$t1" "building strata with --features vulkan"
+fi
