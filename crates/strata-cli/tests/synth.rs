@@ -541,3 +541,109 @@ fn synthesized_qwen4exp_mtp_layer_drafts() {
     assert!(matches!(e, Err(EngineError::NoMtp)), "{:?}", e.err());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `strata inspect`'s (name, type) of every tensor, sorted.
+fn types_of(path: &Path) -> Vec<(String, String)> {
+    let info = stdout_of(&["inspect", path.to_str().unwrap()]);
+    let mut v: Vec<(String, String)> = info
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(2)
+                .is_some_and(|s| s.starts_with('['))
+        })
+        .map(|l| {
+            let mut f = l.split_whitespace();
+            (f.next().unwrap().into(), f.next().unwrap().into())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// synth's IQ3_XXS, IQ2_XS and Q4_K_M mixes give every tensor the type llama.cpp's quantizer
+/// (scripts/llama_quantize.py, with an importance matrix) gives it when it quantizes the
+/// synthesized F32 file of the same shape: the tiny shape (8 experts, which llama.cpp treats
+/// specially) and an 8-layer one with 16 experts and 8 query heads per KV head (the real
+/// model's branches: n_gqa >= 4, the first eighth of the ffn_down tensors).
+#[test]
+fn synth_mixes_choose_llama_quantize_types() {
+    let Some(python) = python_with_llama_cpp() else {
+        return;
+    };
+    let dir = temp_dir("synth-mixes");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/llama_quantize.py"
+    );
+    let shapes: [&[&str]; 2] = [
+        &[],
+        &[
+            "--layers",
+            "8",
+            "--experts",
+            "16",
+            "--heads",
+            "8",
+            "--kv-heads",
+            "1",
+        ],
+    ];
+    for (k, extra) in shapes.iter().enumerate() {
+        let base = [
+            &["--preset", "tiny-qwen4exp", "--vocab", "512", "--no-mtp"],
+            *extra,
+        ]
+        .concat();
+        let f32 = synth(
+            &dir,
+            &format!("s{k}-f32.gguf"),
+            &[&base[..], &["--type", "f32"]].concat(),
+        );
+        for (mix, ftype) in [("iq2_xs", 20), ("iq3_xxs", 23), ("q4_k_m", 15)] {
+            let ours = synth(
+                &dir,
+                &format!("s{k}-{mix}.gguf"),
+                &[&base[..], &["--type", mix]].concat(),
+            );
+            let theirs = dir.join(format!("s{k}-{mix}-llama.gguf"));
+            let out = Command::new(&python)
+                .arg(script)
+                .arg(&f32)
+                .arg(&theirs)
+                .arg(ftype.to_string())
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let (a, b) = (types_of(&ours), types_of(&theirs));
+            assert_eq!(a.len(), b.len(), "shape {k} {mix}: tensor count");
+            let differ: Vec<_> = a.iter().zip(&b).filter(|(x, y)| x != y).collect();
+            assert!(
+                differ.is_empty(),
+                "shape {k} {mix}: (synth, llama-quantize) {differ:?}"
+            );
+            // And the mixed file runs.
+            let out = run_strata(&[
+                "run",
+                "-m",
+                ours.to_str().unwrap(),
+                "-p",
+                "Hi",
+                "-n",
+                "2",
+                "--temp",
+                "0",
+            ]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -155,26 +155,42 @@ impl TypeChoice {
         };
         let early = s.ffn_down.0 < s.ffn_down.1 / 8;
         let embd = n == "token_embd.weight" || n == "per_layer_token_embd.weight";
+        let (attn_k, attn_q, attn_out) = (
+            n.contains("attn_k.weight"),
+            n.contains("attn_q.weight"),
+            n.contains("attn_output.weight"),
+        );
+        // llama.cpp special-cases models of exactly 8 experts (Mixtral's shape).
+        let eight = s.n_expert == 8;
         match self {
             TypeChoice::Pure(t) => t,
-            TypeChoice::Q4KM if n == "output.weight" => T::Q6_K,
-            TypeChoice::Q4KM if more_bits => T::Q6_K,
-            TypeChoice::Q4KM => T::Q4_K,
-            TypeChoice::Iq3Xxs | TypeChoice::Iq2Xs if n == "output.weight" => T::Q5_K,
-            TypeChoice::Iq3Xxs if embd => T::IQ3_S,
-            TypeChoice::Iq3Xxs if attn_v && s.n_gqa >= 4 => T::Q4_K,
-            TypeChoice::Iq3Xxs if n.contains("attn_k.weight") || n.contains("attn_q.weight") => {
-                T::IQ2_S
-            }
-            TypeChoice::Iq3Xxs if n.contains("attn_output.weight") => T::IQ3_S,
-            TypeChoice::Iq3Xxs => T::IQ3_XXS,
-            TypeChoice::Iq2Xs if embd => T::Q2_K,
-            TypeChoice::Iq2Xs if attn_v && (s.n_gqa >= 4 || s.n_expert >= 4) => T::Q4_K,
-            TypeChoice::Iq2Xs if attn_v => T::Q2_K,
-            TypeChoice::Iq2Xs if s.n_expert == 8 && n.contains("attn_k.weight") => T::Q4_K,
-            TypeChoice::Iq2Xs if ffn_down && early => T::Q2_K,
-            TypeChoice::Iq2Xs if s.n_expert == 8 && n.contains("attn_output.weight") => T::Q5_K,
-            TypeChoice::Iq2Xs => T::IQ2_XS,
+            TypeChoice::Q4KM => match () {
+                _ if n == "output.weight" => T::Q6_K,
+                _ if (attn_v || attn_k) && eight => T::Q8_0,
+                _ if attn_out && eight => T::Q5_K,
+                _ if more_bits => T::Q6_K,
+                _ => T::Q4_K,
+            },
+            TypeChoice::Iq3Xxs => match () {
+                _ if n == "output.weight" => T::Q5_K,
+                _ if embd => T::IQ3_S,
+                _ if (attn_v || attn_k) && eight => T::Q8_0,
+                _ if attn_v && s.n_gqa >= 4 => T::Q4_K,
+                _ if attn_k || attn_q => T::IQ2_S,
+                _ if attn_out && eight => T::Q5_K,
+                _ if attn_out => T::IQ3_S,
+                _ => T::IQ3_XXS,
+            },
+            TypeChoice::Iq2Xs => match () {
+                _ if n == "output.weight" => T::Q5_K,
+                _ if embd => T::Q2_K,
+                _ if attn_v && (s.n_gqa >= 4 || s.n_expert >= 4) => T::Q4_K,
+                _ if attn_v => T::Q2_K,
+                _ if attn_k && eight => T::Q4_K,
+                _ if ffn_down && early => T::Q2_K,
+                _ if attn_out && eight => T::Q5_K,
+                _ => T::IQ2_XS,
+            },
         }
     }
 
@@ -223,12 +239,7 @@ fn use_more_bits(il: usize, n_layer: usize) -> bool {
 /// the asked type from the shared row pool; the router, vectors and SSM parameters as F32
 /// drawn one by one (llama.cpp keeps them F32 too), with the mean and spread of a trained
 /// model's (norms near 1, the decay rate negative, convolution taps ~ 1/√kernel).
-fn planned(
-    t: TensorSpec,
-    types: TypeChoice,
-    cfg: &ModelConfig,
-    counters: &mut Counters,
-) -> Planned {
+fn planned(t: TensorSpec, types: TypeChoice, cfg: &ModelConfig, counters: &Counters) -> Planned {
     let name = t.name;
     let layer = name
         .strip_prefix("blk.")
@@ -250,13 +261,19 @@ fn planned(
                 n_layer,
                 n_gqa: cfg.n_head / cfg.n_head_kv.max(1),
                 n_expert: cfg.moe.as_ref().map_or(0, |m| m.n_expert),
-                attn_v: (counters.attn_v, counters.n_attn_v),
-                ffn_down: (counters.ffn_down, n_layer),
+                attn_v: counters.attn_v(&name),
+                ffn_down: (counters.ffn_down(&name), n_layer),
             };
-            counters.attn_v += usize::from(is_attn_v(&name));
-            counters.ffn_down += usize::from(name.contains("ffn_down"));
             (types.matrix_type(site, t.shape[0]), Fill::Pooled)
         }
+        // llama-quantize quantizes this 2-D tensor, and its 4-wide rows fall back to F16.
+        TensorKind::Floats if mixed && name.ends_with("ple_conv1d.weight") => (
+            GgmlType::F16,
+            Fill::Direct {
+                mean: 1.0,
+                std: 0.02,
+            },
+        ),
         TensorKind::Floats if name.ends_with("ssm_a") => direct(-1.0, 0.1),
         TensorKind::Floats if name.ends_with("ssm_dt.bias") => direct(1.0, 0.1),
         TensorKind::Floats if name.ends_with("ssm_conv1d.weight") => {
@@ -280,22 +297,47 @@ fn planned(
 /// Errors: a configuration the architecture rejects.
 pub fn plan(cfg: &ModelConfig, types: TypeChoice) -> Result<Vec<Planned>> {
     let list = arch::tensor_list(cfg)?;
-    let mut counters = Counters {
-        n_attn_v: list.iter().filter(|t| is_attn_v(&t.name)).count(),
-        ..Counters::default()
-    };
+    let counters = Counters::new(&list);
     Ok(list
         .into_iter()
-        .map(|t| planned(t, types, cfg, &mut counters))
+        .map(|t| planned(t, types, cfg, &counters))
         .collect())
 }
 
-/// llama-quantize's running counts of the tensors seen so far, in file order.
-#[derive(Default)]
+/// llama-quantize's running counters: it visits the tensors in name order (its loader's
+/// `weights_map` is a sorted map), counting `attn_v`-like and `ffn_down` tensors as it goes.
 struct Counters {
-    attn_v: usize,
-    n_attn_v: usize,
-    ffn_down: usize,
+    /// Names of each kind, sorted: a tensor's counter value is its index here.
+    attn_v: Vec<String>,
+    ffn_down: Vec<String>,
+}
+
+impl Counters {
+    fn new(list: &[TensorSpec]) -> Counters {
+        let sorted = |keep: &dyn Fn(&str) -> bool| {
+            let mut v: Vec<String> = (list.iter().map(|t| &t.name))
+                .filter(|n| keep(n))
+                .cloned()
+                .collect();
+            v.sort();
+            v
+        };
+        Counters {
+            attn_v: sorted(&is_attn_v),
+            ffn_down: sorted(&|n: &str| n.contains("ffn_down")),
+        }
+    }
+
+    /// (index of `name` among the tensors of its kind, count of that kind).
+    fn attn_v(&self, name: &str) -> (usize, usize) {
+        let i = self.attn_v.binary_search_by(|n| n.as_str().cmp(name));
+        (i.unwrap_or(0), self.attn_v.len())
+    }
+
+    fn ffn_down(&self, name: &str) -> usize {
+        let i = self.ffn_down.binary_search_by(|n| n.as_str().cmp(name));
+        i.unwrap_or(0)
+    }
 }
 
 #[cfg(test)]
