@@ -40,10 +40,12 @@ pub struct SynthArgs {
     /// Output GGUF path.
     #[arg(short = 'o', long)]
     pub output: PathBuf,
-    /// Storage type of the weight matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1,
-    /// q4_k, q5_k, q6_k, or the mix q4_k_m. Norms, router and SSM parameters stay
-    /// F32. Rows that are not whole blocks fall back as llama.cpp's quantizer does (q4_k:
-    /// q5_0, q5_k: q5_1, q6_k: q8_0; e.g. qwen4exp's 160-wide PLE table), else F16.
+    /// Storage type of the weight matrices: one ggml type (f32, f16, bf16, q8_0, q4_0, q4_1,
+    /// q5_0, q5_1, q2_k..q6_k, iq4_nl, iq4_xs, iq3_s, iq2_s, iq2_xxs, iq1_s) or one of
+    /// llama-quantize's mixes q4_k_m, iq3_xxs, iq2_xs (each tensor the type llama.cpp's
+    /// quantizer gives it). Norms, router and SSM parameters stay F32. Rows that are not whole
+    /// blocks fall back as llama.cpp's quantizer does (q4_k: q5_0, i-quants: iq4_nl, ...; e.g.
+    /// qwen4exp's 160-wide PLE table), else F16.
     #[arg(long = "type", default_value = "q8_0")]
     pub ty: String,
     /// Copy the tokenizer (every tokenizer.* key) from this GGUF or known model name
