@@ -140,6 +140,26 @@ pub enum KvRows<'a> {
     F16(Paged<'a, f16>),
 }
 
+/// A QSA layer's pooled block keys (`[n_blocks][di]`, see `ops::qsa::block_keys`), kept
+/// between calls so a decode step pools only the blocks completed since the last one. A
+/// block's key depends only on its positions' raw indexer keys, so it stays valid until one
+/// of them is written again (a rollback that rewrites positions).
+#[derive(Clone, Debug, Default)]
+pub struct BlockKeyCache {
+    /// Keys of blocks `0..n`.
+    pub keys: Vec<f32>,
+    pub n: usize,
+    /// Positions below this have not been written since the keys were pooled.
+    pub clean: usize,
+}
+
+impl BlockKeyCache {
+    /// Blocks of `ratio` positions whose cached keys are still valid.
+    pub fn valid(&self, ratio: usize) -> usize {
+        self.n.min(self.clean / ratio.max(1))
+    }
+}
+
 /// Keys and values of one attention layer.
 #[derive(Clone)]
 pub struct LayerKv {
@@ -147,8 +167,8 @@ pub struct LayerKv {
     v: Store,
     /// `n_kv_head · head_dim`: elements per position.
     row: usize,
-    /// Raw indexer keys (always f32) and their width, on QSA layers.
-    idx: Option<(Store, usize)>,
+    /// Raw indexer keys (always f32), their width and the pooled block keys, on QSA layers.
+    idx: Option<(Store, usize, BlockKeyCache)>,
 }
 
 impl LayerKv {
@@ -168,7 +188,7 @@ impl LayerKv {
     /// its page if needed. Panics on a layer without indexer keys: a graph writes them only
     /// on the QSA layers the cache was made for ([`KvCache::with_index_keys`]).
     pub fn write_index_key(&mut self, pos: usize, key: &[f32]) {
-        let (store, row) = self
+        let (store, row, blocks) = self
             .idx
             .as_mut()
             .expect("indexer keys are written only on QSA layers");
@@ -177,19 +197,33 @@ impl LayerKv {
             store.grow(pages, *row);
         }
         store.write(pos, *row, key);
+        blocks.clean = blocks.clean.min(pos);
     }
 
     /// The cached raw indexer keys, by position, on a QSA layer.
     pub fn index_keys(&self) -> Option<Paged<'_, f32>> {
         match &self.idx {
-            Some((Store::F32(pages), row)) => Some(Paged { pages, row: *row }),
+            Some((Store::F32(pages), row, _)) => Some(Paged { pages, row: *row }),
             _ => None,
         }
     }
 
+    /// The raw indexer keys and the block-key cache, on a QSA layer.
+    pub fn index_keys_and_blocks(&mut self) -> Option<(Paged<'_, f32>, &mut BlockKeyCache)> {
+        match &mut self.idx {
+            Some((Store::F32(pages), row, blocks)) => Some((Paged { pages, row: *row }, blocks)),
+            _ => None,
+        }
+    }
+
+    /// The pooled block keys, on a QSA layer.
+    pub fn block_key_cache(&self) -> Option<&BlockKeyCache> {
+        self.idx.as_ref().map(|(_, _, b)| b)
+    }
+
     /// Elements of one position's indexer key (0 without indexer keys).
     pub fn index_key_len(&self) -> usize {
-        self.idx.as_ref().map_or(0, |(_, row)| *row)
+        self.idx.as_ref().map_or(0, |(_, row, _)| *row)
     }
 
     /// True when keys and values are stored as f16.
@@ -215,10 +249,9 @@ impl LayerKv {
     /// Bytes of the allocated pages.
     pub fn size_bytes(&self) -> usize {
         let elem = if self.is_f16() { 2 } else { 4 };
-        let idx = self
-            .idx
-            .as_ref()
-            .map_or(0, |(s, row)| s.n_pages() * KV_PAGE * row * 4);
+        let idx = self.idx.as_ref().map_or(0, |(s, row, b)| {
+            s.n_pages() * KV_PAGE * row * 4 + b.keys.len() * 4
+        });
         2 * self.k.n_pages() * KV_PAGE * self.row * elem + idx
     }
 }
@@ -251,7 +284,7 @@ impl KvCache {
     /// (0: none). Allocates nothing yet: `KV_PAGE · width · 4` bytes per page written.
     pub fn with_index_keys(mut self, widths: &[usize]) -> KvCache {
         for (l, w) in self.layers.iter_mut().zip(widths) {
-            l.idx = (*w > 0).then(|| (Store::new(KvType::F32), *w));
+            l.idx = (*w > 0).then(|| (Store::new(KvType::F32), *w, BlockKeyCache::default()));
         }
         self
     }
@@ -282,7 +315,9 @@ impl KvCache {
                     k: l.k.prefix(pages),
                     v: l.v.prefix(pages),
                     row: l.row,
-                    idx: l.idx.as_ref().map(|(s, w)| (s.prefix(pages), *w)),
+                    // Block keys are pooled again from the raw keys when needed.
+                    idx: (l.idx.as_ref())
+                        .map(|(s, w, _)| (s.prefix(pages), *w, BlockKeyCache::default())),
                 })
                 .collect(),
             n_ctx: self.n_ctx,

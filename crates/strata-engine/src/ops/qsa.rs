@@ -22,6 +22,7 @@
 //! which keeps a few tokens too many: docs/qwen4exp.md, disagreement 1).
 
 use std::cell::RefCell;
+use std::ops::Range;
 
 use half::f16;
 
@@ -90,8 +91,8 @@ struct Scratch {
 
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
-    /// Block keys `[n_blocks][di]` of the sequence being attended (calling thread).
-    static BLOCK_KEYS: RefCell<BlockKeys> = RefCell::new(BlockKeys::default());
+    /// The pooling buffers of [`block_keys`] (calling thread).
+    static POOLING: RefCell<BlockKeys> = RefCell::new(BlockKeys::default());
 }
 
 /// Attention of `T = q.len() / (n_head·head_dim)` queries at positions `pos0 .. pos0+T`
@@ -105,7 +106,7 @@ pub fn qsa_attention(
     pool: &Pool,
     q: &[f32],
     iq: &[f32],
-    kv: &LayerKv,
+    kv: &mut LayerKv,
     pos0: usize,
     s: &AttnShape,
     qsa: &QsaShape,
@@ -122,25 +123,44 @@ pub fn qsa_attention(
     if n_dense == t_n {
         return;
     }
-    let raw = kv.index_keys().expect("a QSA layer caches indexer keys");
     let n_blocks = (pos0 + t_n) / qsa.ratio;
-    BLOCK_KEYS.with(|cell| {
-        let bks = &mut *cell.borrow_mut();
-        block_keys(|p| raw.row(p), n_blocks, qsa, bk, bks);
-        let keys = &bks.keys[..];
-        let iw = qsa.n_head * qsa.head_dim;
-        let sparse = &mut out[n_dense * width..];
-        par_chunks(pool, sparse, width, |r, o| {
-            SCRATCH.with(|sc| {
-                let sc = &mut *sc.borrow_mut();
-                for (i, o) in o.chunks_exact_mut(width).enumerate() {
-                    let t = n_dense + r.start / width + i;
-                    let p = pos0 + t;
-                    let iq_t = &iq[t * iw..(t + 1) * iw];
-                    kept_positions(iq_t, keys, p, qsa, sc);
-                    attend_positions(&q[t * width..(t + 1) * width], kv, s, sc, o);
-                }
-            });
+    {
+        let (raw, cache) = kv
+            .index_keys_and_blocks()
+            .expect("a QSA layer caches indexer keys");
+        // Pool only the blocks completed (or rewritten) since the last call.
+        let valid = cache.valid(qsa.ratio).min(n_blocks);
+        cache.keys.truncate(valid * qsa.head_dim);
+        POOLING.with(|cell| {
+            let bks = &mut *cell.borrow_mut();
+            pool_blocks(
+                |p| raw.row(p),
+                valid..n_blocks,
+                qsa,
+                bk,
+                bks,
+                &mut cache.keys,
+            );
+        });
+        (cache.n, cache.clean) = (n_blocks, usize::MAX);
+    }
+    let kv = &*kv;
+    let cache = kv
+        .block_key_cache()
+        .expect("a QSA layer caches indexer keys");
+    let keys = &cache.keys[..n_blocks * qsa.head_dim];
+    let iw = qsa.n_head * qsa.head_dim;
+    let sparse = &mut out[n_dense * width..];
+    par_chunks(pool, sparse, width, |r, o| {
+        SCRATCH.with(|sc| {
+            let sc = &mut *sc.borrow_mut();
+            for (i, o) in o.chunks_exact_mut(width).enumerate() {
+                let t = n_dense + r.start / width + i;
+                let p = pos0 + t;
+                let iq_t = &iq[t * iw..(t + 1) * iw];
+                kept_positions(iq_t, keys, p, qsa, sc);
+                attend_positions(&q[t * width..(t + 1) * width], kv, s, sc, o);
+            }
         });
     });
 }
@@ -155,14 +175,29 @@ pub fn block_keys<'a>(
     bk: BlockKeyWeights<'_>,
     out: &mut BlockKeys,
 ) {
-    let (r, di) = (qsa.ratio, qsa.head_dim);
-    let BlockKeys { keys, cs, mean } = out;
+    let mut keys = std::mem::take(&mut out.keys);
     keys.clear();
-    keys.resize(n_blocks * di, 0.0);
+    pool_blocks(raw, 0..n_blocks, qsa, bk, out, &mut keys);
+    out.keys = keys;
+}
+
+/// Appends to `keys` the keys `[di]` of `blocks` (see [`block_keys`]), pooling in `bufs`.
+fn pool_blocks<'a>(
+    raw: impl Fn(usize) -> &'a [f32],
+    blocks: Range<usize>,
+    qsa: &QsaShape,
+    bk: BlockKeyWeights<'_>,
+    bufs: &mut BlockKeys,
+    keys: &mut Vec<f32>,
+) {
+    let (r, di) = (qsa.ratio, qsa.head_dim);
+    let BlockKeys { cs, mean, .. } = bufs;
     cs.resize(bk.rope.n_rot, 0.0);
     mean.resize(di, 0.0);
     let inv = 1.0 / r as f32;
-    for (b, key) in keys.chunks_exact_mut(di).enumerate() {
+    let start = keys.len();
+    keys.resize(start + blocks.len() * di, 0.0);
+    for (b, key) in blocks.zip(keys[start..].chunks_exact_mut(di)) {
         mean.fill(0.0);
         for t in b * r..(b + 1) * r {
             mean.iter_mut().zip(raw(t)).for_each(|(m, k)| *m += k);

@@ -67,7 +67,7 @@ fn case(kv_type: KvType) -> Case {
 }
 
 impl Case {
-    fn run(&self, pos0: usize, t: usize) -> Vec<f32> {
+    fn run(&mut self, pos0: usize, t: usize) -> Vec<f32> {
         let w = N_HEAD * HD;
         let mut out = vec![0.0; t * w];
         let bk = BlockKeyWeights {
@@ -78,7 +78,7 @@ impl Case {
             crate::pool::global(),
             &self.q[pos0 * w..(pos0 + t) * w],
             &self.iq[pos0 * NI * DI..(pos0 + t) * NI * DI],
-            &self.cache.layers[0],
+            &mut self.cache.layers[0],
             pos0,
             &self.shape,
             &self.qsa,
@@ -160,7 +160,7 @@ impl Case {
 
 #[test]
 fn sparse_queries_match_a_masked_reference() {
-    let c = case(KvType::F32);
+    let mut c = case(KvType::F32);
     let w = N_HEAD * HD;
     let all = c.run(0, c.n_pos);
     let mut dropped_some = false;
@@ -186,7 +186,7 @@ fn sparse_queries_match_a_masked_reference() {
 
 #[test]
 fn below_the_budget_it_is_the_dense_kernel_bit_for_bit() {
-    let c = case(KvType::F16);
+    let mut c = case(KvType::F16);
     let n = c.qsa.budget + c.qsa.ratio - 1;
     let got = c.run(0, n);
     let w = N_HEAD * HD;
@@ -205,7 +205,7 @@ fn below_the_budget_it_is_the_dense_kernel_bit_for_bit() {
 #[test]
 fn one_call_equals_one_query_at_a_time_bit_for_bit() {
     for kv_type in [KvType::F32, KvType::F16] {
-        let c = case(kv_type);
+        let mut c = case(kv_type);
         let w = N_HEAD * HD;
         let all = c.run(0, c.n_pos);
         for p in 0..c.n_pos {
@@ -215,4 +215,40 @@ fn one_call_equals_one_query_at_a_time_bit_for_bit() {
         let tail = c.run(17, c.n_pos - 17);
         assert_eq!(tail, all[17 * w..], "{kv_type:?} from 17");
     }
+}
+
+/// The pooled block keys are kept between calls and pooled again where a position's raw key
+/// is written anew (a rollback that rewrites the sequence): the outputs after the rewrite are
+/// those of a cache that never saw the old keys, bit for bit.
+#[test]
+fn cached_block_keys_follow_rewritten_positions() {
+    let mut c = case(KvType::F32);
+    let w = N_HEAD * HD;
+    let n = c.n_pos;
+    let _ = c.run(0, n);
+    let blocks = c.cache.layers[0].block_key_cache().unwrap();
+    assert_eq!(
+        blocks.n,
+        n / c.qsa.ratio,
+        "every complete block is pooled once"
+    );
+    // Rewrite positions 9.. (blocks 2.. change; blocks 0 and 1 stay valid in the cache).
+    let mut fresh = case(KvType::F32);
+    for p in 9..n {
+        let new_key: Vec<f32> = (0..DI).map(|i| val(p + 9000, i)).collect();
+        c.cache.layers[0].write_index_key(p, &new_key);
+        fresh.cache.layers[0].write_index_key(p, &new_key);
+    }
+    assert_eq!(
+        c.cache.layers[0]
+            .block_key_cache()
+            .unwrap()
+            .valid(c.qsa.ratio),
+        2
+    );
+    let want = fresh.run(0, n);
+    assert_eq!(c.run(12, n - 12), want[12 * w..]);
+    assert_eq!(c.run(0, n), want);
+    let unchanged = case(KvType::F32).run(0, n);
+    assert_ne!(want, unchanged, "the rewrite changes some kept block");
 }
