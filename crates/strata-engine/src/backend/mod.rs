@@ -92,6 +92,13 @@ pub struct MatmulTo<'a, 'w, B: Backend + ?Sized> {
     pub y: &'a mut Buf<B>,
 }
 
+impl<'a, 'w, B: Backend + ?Sized> MatmulTo<'a, 'w, B> {
+    /// `y = x·Wᵀ` (no bias).
+    pub fn new(w: &'a Matrix<'w>, y: &'a mut Buf<B>) -> Self {
+        MatmulTo { w, bias: None, y }
+    }
+}
+
 /// The ops of the model graphs (see the module docs). Element-wise ops require equal shapes;
 /// a mismatch is a bug in the graph (debug assertions), not an input error.
 pub trait Backend: Sync {

@@ -25,21 +25,9 @@ pub(super) fn mixer<B: Backend>(
     let hd = cfg.head_dim;
     let h = &mut ws.hybrid;
     let mut outs = [
-        MatmulTo {
-            w: &m.wq,
-            bias: None,
-            y: &mut h.qg,
-        },
-        MatmulTo {
-            w: &m.wk,
-            bias: None,
-            y: &mut ws.k,
-        },
-        MatmulTo {
-            w: &m.wv,
-            bias: None,
-            y: &mut ws.v,
-        },
+        MatmulTo::new(&m.wq, &mut h.qg),
+        MatmulTo::new(&m.wk, &mut ws.k),
+        MatmulTo::new(&m.wv, &mut ws.v),
     ];
     be.matmuls(&mut ws.xb, &mut outs)?;
     // Each head's 2·head_dim outputs are its query, then its gate.

@@ -30,21 +30,9 @@ pub(super) fn mixer<B: Backend>(
     let s = cfg.ssm.as_ref().expect("qwen3next has an ssm config");
     let h = &mut ws.hybrid;
     let mut outs = [
-        MatmulTo {
-            w: &m.wqkv,
-            bias: None,
-            y: &mut h.qkv,
-        },
-        MatmulTo {
-            w: &m.wgate,
-            bias: None,
-            y: &mut h.z,
-        },
-        MatmulTo {
-            w: &m.wba,
-            bias: None,
-            y: &mut h.ba,
-        },
+        MatmulTo::new(&m.wqkv, &mut h.qkv),
+        MatmulTo::new(&m.wgate, &mut h.z),
+        MatmulTo::new(&m.wba, &mut h.ba),
     ];
     be.matmuls(&mut ws.xb, &mut outs)?;
 

@@ -45,21 +45,9 @@ pub fn shared_expert_add<B: Backend>(
     s: &mut SharedScratch<B::Mem>,
 ) -> Result<(), EngineError> {
     let mut outs = [
-        MatmulTo {
-            w: &w.gate,
-            bias: None,
-            y: &mut s.h,
-        },
-        MatmulTo {
-            w: &w.up,
-            bias: None,
-            y: &mut s.h2,
-        },
-        MatmulTo {
-            w: &w.gate_inp,
-            bias: None,
-            y: &mut s.g,
-        },
+        MatmulTo::new(&w.gate, &mut s.h),
+        MatmulTo::new(&w.up, &mut s.h2),
+        MatmulTo::new(&w.gate_inp, &mut s.g),
     ];
     be.matmuls(x, &mut outs)?;
     be.glu(Glu::SwiGlu, &mut s.h, &s.h2);

@@ -52,21 +52,9 @@ pub(super) fn mixer<B: Backend>(
     let hd = cfg.head_dim;
     let (a, h) = (&m.attn, &mut ws.qwen4exp.attn);
     let mut outs = [
-        MatmulTo {
-            w: &a.wq,
-            bias: None,
-            y: &mut h.qg,
-        },
-        MatmulTo {
-            w: &a.wk,
-            bias: None,
-            y: &mut ws.k,
-        },
-        MatmulTo {
-            w: &a.wv,
-            bias: None,
-            y: &mut ws.v,
-        },
+        MatmulTo::new(&a.wq, &mut h.qg),
+        MatmulTo::new(&a.wk, &mut ws.k),
+        MatmulTo::new(&a.wv, &mut ws.v),
     ];
     be.matmuls(&mut ws.xb, &mut outs)?;
     // Each head's 2·head_dim outputs are its query, then its gate.
@@ -87,16 +75,8 @@ pub(super) fn mixer<B: Backend>(
         (Some(q), Some(ix)) => {
             let di = q.head_dim;
             let mut outs = [
-                MatmulTo {
-                    w: &ix.wq,
-                    bias: None,
-                    y: &mut h.iq,
-                },
-                MatmulTo {
-                    w: &ix.wk,
-                    bias: None,
-                    y: &mut h.ik,
-                },
+                MatmulTo::new(&ix.wq, &mut h.iq),
+                MatmulTo::new(&ix.wk, &mut h.ik),
             ];
             be.matmuls(&mut ws.xb, &mut outs)?;
             be.rms_norm_in_place(&mut h.iq, &ix.q_norm, cfg.rms_eps);

@@ -57,26 +57,10 @@ pub(super) fn mixer<B: Backend>(
     let s = cfg.ssm.as_ref().expect("qwen4exp has an ssm config");
     let h = &mut ws.qwen4exp.delta;
     let mut outs = [
-        MatmulTo {
-            w: &m.wqkv,
-            bias: None,
-            y: &mut h.qkv,
-        },
-        MatmulTo {
-            w: &m.wgate,
-            bias: None,
-            y: &mut h.z,
-        },
-        MatmulTo {
-            w: &m.wbeta,
-            bias: None,
-            y: &mut h.b,
-        },
-        MatmulTo {
-            w: &m.walpha,
-            bias: None,
-            y: &mut h.a,
-        },
+        MatmulTo::new(&m.wqkv, &mut h.qkv),
+        MatmulTo::new(&m.wgate, &mut h.z),
+        MatmulTo::new(&m.wbeta, &mut h.b),
+        MatmulTo::new(&m.walpha, &mut h.a),
     ];
     be.matmuls(&mut ws.xb, &mut outs)?;
 

@@ -45,16 +45,8 @@ pub(super) fn mix<B: Backend>(
     match &w.inject {
         Some(inj) => {
             let mut outs = [
-                MatmulTo {
-                    w: &w.down,
-                    bias: None,
-                    y: &mut s.lo,
-                },
-                MatmulTo {
-                    w: inj,
-                    bias: None,
-                    y: &mut s.inj,
-                },
+                MatmulTo::new(&w.down, &mut s.lo),
+                MatmulTo::new(inj, &mut s.inj),
             ];
             be.matmuls(&mut s.rn, &mut outs)?;
         }

@@ -61,16 +61,8 @@ pub(super) fn inject<B: Backend>(
     let s = &mut ws.qwen4exp.ple;
     be.embed_rows(table, ids, p.n_heads(), &mut s.emb)?;
     let mut outs = [
-        MatmulTo {
-            w: &w.key,
-            bias: None,
-            y: &mut s.key,
-        },
-        MatmulTo {
-            w: &w.value,
-            bias: None,
-            y: &mut s.val,
-        },
+        MatmulTo::new(&w.key, &mut s.key),
+        MatmulTo::new(&w.value, &mut s.val),
     ];
     be.matmuls(&mut s.emb, &mut outs)?;
     be.rms_norm_grouped(&s.key, &w.norm_key, d, eps, &mut s.key_n);
