@@ -17,7 +17,7 @@ use crate::ops::delta_net::{
 };
 use crate::ops::gate::{mul_silu_in_place, sigmoid, silu_in_place, softplus};
 use crate::ops::hyper::{hc_collapse, hc_expand_add};
-use crate::ops::linear::{matmul, matmul_many, Activations, MatmulOut, Matrix};
+use crate::ops::linear::{matmul, matmul_many, Activations, MatmulOut, Matrix, FUSED};
 use crate::ops::moe::{moe_ffn, MoeScratch, MoeWeights, Placement};
 use crate::ops::norm::{rms_norm_groups, rms_norm_rows, rms_norm_rows_in_place};
 use crate::ops::ple::ple_gate;
@@ -150,7 +150,7 @@ impl Backend for Cpu<'_> {
         x: &mut Activations,
         outs: &mut [MatmulTo<'_, '_, Self>],
     ) -> Result<(), EngineError> {
-        let mut parts: Vec<MatmulOut<'_, '_>> = outs
+        let mut parts: smallvec::SmallVec<[MatmulOut<'_, '_>; FUSED]> = outs
             .iter_mut()
             .map(|o| {
                 o.y.resize(x.rows(), o.w.rows);

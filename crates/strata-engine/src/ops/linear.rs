@@ -17,6 +17,8 @@
 
 use std::cell::RefCell;
 
+use smallvec::SmallVec;
+
 use strata_gguf::GgmlType;
 
 use crate::error::EngineError;
@@ -272,6 +274,9 @@ pub fn matmul(
     Ok(())
 }
 
+/// Outputs of one [`matmul_many`] held on the stack (more spill to the heap).
+pub const FUSED: usize = 8;
+
 /// One output of [`matmul_many`]: `y = x·Wᵀ (+ bias)`, `y` `[T][w.rows]`.
 pub struct MatmulOut<'a, 'w> {
     pub w: &'a Matrix<'w>,
@@ -301,8 +306,10 @@ pub fn matmul_many(
         x.rows_for(pool, o.w.ty)?;
     }
     let x = &*x;
-    let ws: Vec<&Matrix<'_>> = outs.iter().map(|o| o.w).collect();
-    let tiles: Vec<Tiles<'_, f32>> = outs
+    // On the stack: decode allocates nothing (tests/decode_allocations.rs).
+    let ws: SmallVec<[&Matrix<'_>; FUSED]> =
+        (outs.iter().map(|o| o.w)).filter(|w| w.rows > 0).collect();
+    let tiles: SmallVec<[Tiles<'_, f32>; FUSED]> = outs
         .iter_mut()
         .filter(|o| o.w.rows > 0)
         .map(|o| {
@@ -310,14 +317,15 @@ pub fn matmul_many(
             Tiles::new(o.y, o.w.rows, row_tile, tok_tile)
         })
         .collect();
-    let ws: Vec<&Matrix<'_>> = ws.into_iter().filter(|w| w.rows > 0).collect();
-    pool.for_each_tile_of(&tiles, |p, tile| {
+    let filled = pool.for_each_tile_of(&tiles, |p, tile| {
         let w = ws[p];
         match x.ready_for(w.ty).expect("prepared above") {
             ActRows::Quantized(acts) => quantized_tile(w, acts, acts.len() / t_n, tile),
             ActRows::Float(data) => float_tile(w, data, tile),
         }
-    })?;
+    });
+    drop(tiles);
+    filled?;
     for o in outs.iter_mut() {
         if let Some(b) = o.bias {
             for row in o.y.chunks_exact_mut(o.w.rows) {

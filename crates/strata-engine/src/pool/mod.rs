@@ -333,8 +333,7 @@ impl Pool {
     where
         F: Fn(usize, &mut Tile<'_, T>) -> Result<(), E> + Sync,
     {
-        let mut starts = Vec::with_capacity(tiles.len() + 1);
-        starts.push(0);
+        let mut starts: smallvec::SmallVec<[usize; 16]> = smallvec::smallvec![0];
         for t in tiles {
             starts.push(starts[starts.len() - 1] + t.count());
         }
