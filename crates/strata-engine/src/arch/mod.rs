@@ -129,19 +129,20 @@ impl Graph {
     }
 
     /// The weight matrices of a dense graph (embedding, every layer's projections, LM head),
-    /// for a device backend to upload at load; `None` for the other architectures.
+    /// for a device backend to upload at load; `None` for the other architectures and for
+    /// routed experts (qwen3moe), which no device backend runs yet.
     pub fn dense_matrices(&self) -> Option<Vec<&Matrix<'static>>> {
         let Graph::Dense(w) = self else { return None };
         let mut out = vec![&w.token_embd];
         for lw in &w.layers {
             out.extend([&lw.wq, &lw.wk, &lw.wv, &lw.wo]);
-            if let dense::weights::Ffn::Dense {
-                w_gate,
-                w_up,
-                w_down,
-            } = &lw.ffn
-            {
-                out.extend([w_gate, w_up, w_down]);
+            match &lw.ffn {
+                dense::weights::Ffn::Dense {
+                    w_gate,
+                    w_up,
+                    w_down,
+                } => out.extend([w_gate, w_up, w_down]),
+                dense::weights::Ffn::Moe(_) => return None,
             }
         }
         out.push(&w.output);
