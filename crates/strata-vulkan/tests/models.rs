@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use strata_engine::backend::OnDevice;
-use strata_engine::{KvType, Model};
+use strata_engine::{KvType, Model, SeqInput, SeqOutput, Want};
 use strata_vulkan::Vulkan;
 
 /// Logit margin below which two tokens count as tied.
@@ -223,4 +223,49 @@ fn device_kv_follows_restore_and_truncate() {
 
     s.truncate(10);
     assert_eq!(m.forward(&mut s, b).expect("b after truncate"), &want[..]);
+}
+
+/// Two sequences in one run (each attending over its own device KV mirror) give the logits
+/// of each fed alone.
+#[test]
+fn sequences_batched_on_the_device_match_each_alone() {
+    let Some(path) = tiny("llama-tiny", "Q8_0") else {
+        return;
+    };
+    let Some(dev) = common::device() else { return };
+    let mut m = Model::load(&path).expect("load");
+    m.set_device(Box::new(OnDevice::new(Vulkan::on(&dev))));
+    let tokens = m.tokenizer().encode(TEXT, true, false);
+    let (a, b) = (&tokens[..7], &tokens[7..19]);
+    let alone = |t: &[u32]| {
+        let mut s = m.new_session(256, KvType::F16);
+        m.forward(&mut s, t).expect("alone").to_vec()
+    };
+    let (want_a, want_b) = (alone(a), alone(b));
+    let (mut sa, mut sb) = (
+        m.new_session(256, KvType::F16),
+        m.new_session(256, KvType::F16),
+    );
+    let mut batch = [
+        SeqInput {
+            session: &mut sa,
+            tokens: a,
+            want: Want::Last,
+            hidden: false,
+        },
+        SeqInput {
+            session: &mut sb,
+            tokens: b,
+            want: Want::Last,
+            hidden: false,
+        },
+    ];
+    let mut out = [SeqOutput::default(), SeqOutput::default()];
+    m.forward_batch(&mut batch, &mut out).expect("batch");
+    let rel_a = common::rel_err(&out[0].logits, &want_a);
+    let rel_b = common::rel_err(&out[1].logits, &want_b);
+    assert!(
+        rel_a < 1e-5 && rel_b < 1e-5,
+        "batched vs alone: {rel_a:.2e}, {rel_b:.2e}"
+    );
 }
