@@ -54,7 +54,7 @@ pub enum Graph {
     /// qwen3next.
     Qwen3Next(qwen3next::weights::HybridWeights),
     /// qwen4exp.
-    Qwen4Exp(qwen4exp::weights::Qwen4ExpWeights),
+    Qwen4Exp(Box<qwen4exp::weights::Qwen4ExpWeights>),
 }
 
 impl Graph {

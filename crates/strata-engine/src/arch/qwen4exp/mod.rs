@@ -82,6 +82,6 @@ impl Architecture for Qwen4Exp {
     }
 
     fn load(&self, src: &dyn TensorSource, cfg: &ModelConfig) -> Result<Graph, EngineError> {
-        Ok(Graph::Qwen4Exp(Qwen4ExpWeights::load(src, cfg)?))
+        Ok(Graph::Qwen4Exp(Box::new(Qwen4ExpWeights::load(src, cfg)?)))
     }
 }
