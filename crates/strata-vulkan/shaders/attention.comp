@@ -6,7 +6,8 @@
 // into the output dimensions it owns (d = tid, tid + WG, …). GQA: query head h reads key/value
 // head h / (n_head / n_kv_head). A sliding window keeps keys at positions > pos − window.
 // The cache is [position][n_kv_head · head_dim] f32; q and out are the run's [T][n_head ·
-// head_dim] buffers, this sequence's rows starting at row0.
+// head_dim] buffers, this sequence's rows starting at row0. With round_q ≠ 0 the queries are
+// rounded to f16 first, as the CPU does over an f16 cache (llama.cpp's flash attention).
 layout(constant_id = 0) const uint WG = 32;
 layout(local_size_x_id = 0) in;
 layout(push_constant) uniform Params {
@@ -18,6 +19,7 @@ layout(push_constant) uniform Params {
     uint head_dim;
     float scale;
     uint window;
+    uint round_q;
 } p;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { float kc[]; };
@@ -42,7 +44,8 @@ void main() {
     const uint kv_off = (h / (p.n_head / p.n_kv_head)) * hd;
     const uint qo = (p.row0 + t) * p.n_head * hd + h * hd;
     for (uint i = tid; i < hd; i += WG) {
-        qs[i] = q[qo + i];
+        const float x = q[qo + i];
+        qs[i] = p.round_q != 0 ? unpackHalf2x16(packHalf2x16(vec2(x, 0.0))).x : x;
     }
     barrier();
     const uint pos = p.pos0 + t;

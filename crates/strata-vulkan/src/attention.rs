@@ -26,6 +26,8 @@ pub struct AttnDims {
     pub scale: f32,
     /// Sliding window (keys at positions > pos − window), 0 = none.
     pub window: usize,
+    /// Round the queries to f16 (as the CPU does over an f16 cache).
+    pub round_q_f16: bool,
 }
 
 impl Kernels {
@@ -67,7 +69,7 @@ impl Kernels {
         if d.n_t == 0 || d.n_head == 0 {
             return Ok(());
         }
-        let p = self.pipeline("attention", shaders::ATTENTION, 4, 32, &[self.wg])?;
+        let p = self.pipeline("attention", shaders::ATTENTION, 4, 36, &[self.wg])?;
         let args = push(&[
             u32_of("attention", d.n_t)?,
             u32_of("attention", d.row0)?,
@@ -77,6 +79,7 @@ impl Kernels {
             u32_of("attention", d.head_dim)?,
             d.scale.to_bits(),
             u32_of("attention", d.window)?,
+            u32::from(d.round_q_f16),
         ]);
         let groups = [
             u32_of("attention", d.n_head)?,

@@ -293,6 +293,7 @@ impl Vulkan {
             head_dim: shape.head_dim,
             scale: shape.scale,
             window: shape.window.unwrap_or(0),
+            round_q_f16: host.is_f16(),
         };
         let round = host.is_f16();
         let (kc, vc) = (&m.k, &m.v);
