@@ -85,8 +85,9 @@ impl VkBuf {
 pub struct Vulkan {
     dev: Device,
     k: Kernels,
-    /// Weight matrices by the address of their bytes.
-    weights: Mutex<HashMap<usize, Arc<QMatrix>>>,
+    /// Weight matrices by the address and length of their bytes (a model's weights live in
+    /// its mapping as long as the model: the address identifies them).
+    weights: Mutex<HashMap<(usize, usize), Arc<QMatrix>>>,
     /// Norm weights and biases by (address, length).
     vectors: Mutex<HashMap<(usize, usize), Arc<Buffer>>>,
     kv: Mutex<Mirrors>,
@@ -147,7 +148,7 @@ impl Vulkan {
     }
 
     fn matrix(&self, w: &Matrix<'_>) -> Result<Arc<QMatrix>, VkError> {
-        let key = w.data.as_ptr() as usize;
+        let key = (w.data.as_ptr() as usize, w.data.len());
         let mut map = lock(&self.weights);
         if let Some(m) = map.get(&key) {
             return Ok(m.clone());
