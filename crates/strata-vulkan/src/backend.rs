@@ -81,19 +81,54 @@ impl VkBuf {
     }
 }
 
+/// A weight matrix on the device: one [`QMatrix`] per row range, each within the device's
+/// storage-buffer limit (one range for all but the largest matrices: a big vocabulary's
+/// embedding or LM head).
+struct Weight {
+    /// (first row, the range's rows).
+    parts: Vec<(usize, QMatrix)>,
+    rows: usize,
+}
+
+impl Weight {
+    fn upload(dev: &Device, w: &Matrix<'_>, limit: u64) -> Result<Weight, VkError> {
+        let row_bytes = w.data.len().checked_div(w.rows).unwrap_or(0);
+        let limit = limit.min(dev.info().max_storage_buffer_range) as usize;
+        let per = (limit / row_bytes.max(1)).clamp(1, w.rows.max(1));
+        let mut parts = Vec::new();
+        let mut r0 = 0;
+        while r0 < w.rows {
+            let n = per.min(w.rows - r0);
+            let bytes = &w.data[r0 * row_bytes..(r0 + n) * row_bytes];
+            parts.push((r0, QMatrix::upload(dev, w.ty, n, w.cols, bytes)?));
+            r0 += n;
+        }
+        Ok(Weight {
+            parts,
+            rows: w.rows,
+        })
+    }
+
+    fn bytes(&self) -> u64 {
+        self.parts.iter().map(|(_, m)| m.buf.size()).sum()
+    }
+}
+
 /// The engine's backend on one Vulkan device (see the module docs).
 pub struct Vulkan {
     dev: Device,
     k: Kernels,
     /// Weight matrices by the address and length of their bytes (a model's weights live in
     /// its mapping as long as the model: the address identifies them).
-    weights: Mutex<HashMap<(usize, usize), Arc<QMatrix>>>,
+    weights: Mutex<HashMap<(usize, usize), Arc<Weight>>>,
     /// Norm weights and biases by (address, length).
     vectors: Mutex<HashMap<(usize, usize), Arc<Buffer>>>,
     kv: Mutex<Mirrors>,
     /// The first error of an op that returns none, reported by [`Backend::finish`].
     error: Mutex<Option<EngineError>>,
     weight_bytes: AtomicU64,
+    /// Most bytes of one weight buffer (below the device's binding limit: tests).
+    part_limit: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -119,7 +154,16 @@ impl Vulkan {
             kv: Mutex::new(Mirrors::default()),
             error: Mutex::new(None),
             weight_bytes: AtomicU64::new(0),
+            part_limit: u64::MAX,
         }
+    }
+
+    /// Splits weights into row ranges of at most `bytes` (they are split at the device's
+    /// storage-buffer limit anyway): the tests use it to run the split path on small
+    /// matrices. Takes effect for weights not uploaded yet.
+    pub fn with_weight_part_limit(mut self, bytes: u64) -> Self {
+        self.part_limit = bytes.max(1);
+        self
     }
 
     /// The device.
@@ -147,14 +191,14 @@ impl Vulkan {
         lock(&self.kv).bytes()
     }
 
-    fn matrix(&self, w: &Matrix<'_>) -> Result<Arc<QMatrix>, VkError> {
+    fn matrix(&self, w: &Matrix<'_>) -> Result<Arc<Weight>, VkError> {
         let key = (w.data.as_ptr() as usize, w.data.len());
         let mut map = lock(&self.weights);
         if let Some(m) = map.get(&key) {
             return Ok(m.clone());
         }
-        let m = Arc::new(QMatrix::upload(&self.dev, w.ty, w.rows, w.cols, w.data)?);
-        self.weight_bytes.fetch_add(m.buf.size(), Ordering::Relaxed);
+        let m = Arc::new(Weight::upload(&self.dev, w, self.part_limit)?);
+        self.weight_bytes.fetch_add(m.bytes(), Ordering::Relaxed);
         map.insert(key, m.clone());
         Ok(m)
     }
@@ -348,13 +392,23 @@ impl Backend for Vulkan {
                 n_vocab: table.rows,
             });
         }
-        let mut run = || -> Result<(), VkError> {
-            let t = self.matrix(table)?;
-            self.output(x, tokens.len(), table.cols)?;
-            let xb = x.input("embed")?;
-            self.submit(|r| self.k.get_rows(r, &t, tokens, scale, xb))
-        };
-        run().map_err(|e| self.device_err(e))
+        let t = self.matrix(table).map_err(|e| self.device_err(e))?;
+        if let [(_, part)] = &t.parts[..] {
+            let mut run = || -> Result<(), VkError> {
+                self.output(x, tokens.len(), table.cols)?;
+                let xb = x.input("embed")?;
+                self.submit(|r| self.k.get_rows(r, part, tokens, scale, xb))
+            };
+            return run().map_err(|e| self.device_err(e));
+        }
+        // A table split into row ranges: the run's rows are dequantized on the host.
+        let mut rows = vec![0.0f32; tokens.len() * table.cols];
+        for (id, row) in tokens.iter().zip(rows.chunks_exact_mut(table.cols)) {
+            table.dequantize_row(*id as usize, row)?;
+            row.iter_mut().for_each(|v| *v *= scale);
+        }
+        self.write(&rows, tokens.len(), table.cols, x)
+            .map_err(|e| self.device_err(e))
     }
 
     fn embed_rows(
@@ -389,7 +443,16 @@ impl Backend for Vulkan {
             let b = bias.map(|b| self.vector(b)).transpose()?;
             self.output(y, x.rows, w.rows)?;
             let (xb, yb) = (x.input("matmul")?, y.input("matmul")?);
-            self.submit(|r| self.k.matmul(r, &m, xb, x.rows, yb, b.as_deref()))
+            let n_t = x.rows;
+            self.submit(|r| {
+                for (r0, part) in &m.parts {
+                    self.k.matmul_into(r, part, xb, n_t, yb, (m.rows, *r0))?;
+                }
+                match b.as_deref() {
+                    Some(b) => self.k.add_row(r, yb, b, m.rows, n_t * m.rows),
+                    None => Ok(()),
+                }
+            })
         };
         run().map_err(|e| self.device_err(e))
     }
