@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The Vulkan backend's kernel tests on lavapipe (Mesa's CPU Vulkan driver), and one build of
-# the `strata` binary with the `vulkan` feature, each timed.
+# The Vulkan backend's tests on lavapipe (Mesa's CPU Vulkan driver): its kernels, and whole
+# dense models against the CPU (tests/models.rs: the tiny models of make_tiny_models.sh and
+# SmolLM2-135M, which must be in place with CI=true); then one build of the `strata` binary
+# with the `vulkan` feature and a short `strata run -ngl 99` on the device, each timed.
 #
 # Needs the Vulkan loader and lavapipe (Debian: libvulkan1 mesa-vulkan-drivers) and a shaderc
 # library for build.rs (libshaderc-dev; without it the shaderc crate builds shaderc from
@@ -66,4 +68,14 @@ if [ "$part" = all ] || [ "$part" = cli ]; then
   t1=$(secs)
   "$target/release/strata" devices
   took "$t0" "$t1" "building strata with --features vulkan"
+  smol="${STRATA_MODELS_DIR:-$HOME/.cache/strata/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
+  if [ -f "$smol" ]; then
+    t0=$(secs)
+    out=$("$target/release/strata" run -m "$smol" -p "The capital of France is" -n 4 --temp 0 -ngl 99 2>&1)
+    t1=$(secs)
+    echo "$out"
+    echo "$out" | grep -q "offloaded 30/30 layers" || { echo "vulkan: -ngl 99 did not offload" >&2; exit 1; }
+    echo "$out" | grep -q "Paris" || { echo "vulkan: -ngl 99 did not answer Paris" >&2; exit 1; }
+    took "$t0" "$t1" "strata run -ngl 99 (SmolLM2-135M, 4 tokens)"
+  fi
 fi

@@ -30,7 +30,17 @@ const MATMUL_TYPES: &[(&str, &str)] = &[
 ];
 
 /// Element-wise kernels, compiled once each (file stem).
-const PLAIN: &[&str] = &["rms_norm", "add", "scale", "glu", "silu", "rope"];
+const PLAIN: &[&str] = &[
+    "rms_norm",
+    "add",
+    "scale",
+    "glu",
+    "silu",
+    "rope",
+    "attention",
+    "kv_store",
+    "softcap",
+];
 
 fn main() {
     let dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))

@@ -188,13 +188,6 @@ pub fn synth_ple_base(s: &str) -> Result<u64, String> {
     int_in(s, 2, 200_000_000, "the PLE vocabulary base")
 }
 
-/// Says `-ngl` is accepted but does nothing (until a GPU backend exists).
-pub fn warn_gpu_layers(n: Option<i64>) {
-    if n.is_some() {
-        eprintln!("warning: no GPU backend in this build, -ngl ignored");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@ mod bench;
 mod chat;
 mod devices;
 mod flags;
+mod gpu;
 mod haystack;
 mod http;
 mod inspect;
@@ -106,11 +107,16 @@ pub struct ModelArgs {
     /// size, which bounds the activation memory; results do not depend on it.
     #[arg(long, default_value_t = strata_engine::model::UBATCH, value_parser = flags::ubatch)]
     pub ubatch: usize,
-    /// Layers to offload to the GPU (llama.cpp's -ngl). This build has no GPU backend: the
-    /// value is accepted and ignored, with a warning.
+    /// Layers to offload to the GPU (llama.cpp's -ngl). With the `vulkan` feature, N ≥ the
+    /// model's layer count (or -1) runs a dense model (llama, qwen2, qwen3, gemma3) wholly on
+    /// the Vulkan device; partial offload and other architectures run on the CPU, with a
+    /// notice. Without the feature the value is accepted and ignored, with a notice.
     #[arg(long = "gpu-layers", visible_alias = "n-gpu-layers", value_name = "N",
           allow_negative_numbers = true, value_parser = flags::gpu_layers)]
     pub gpu_layers: Option<i64>,
+    /// The GPU that -ngl uses: an index of `strata devices`.
+    #[arg(long = "device", value_name = "N", default_value_t = 0)]
+    pub device: usize,
     #[command(flatten)]
     pub pool: PoolArgs,
 }
@@ -309,12 +315,12 @@ pub fn load_model(
     args: &ModelArgs,
     models_dir: &std::path::Path,
 ) -> anyhow::Result<strata_engine::Model> {
-    flags::warn_gpu_layers(args.gpu_layers);
     let path = models::resolve_model(args.model.as_deref(), models_dir)?;
     start_pool(args.pool.pool_workers, args.pool.pool_affinity);
-    let model = strata_engine::Model::load(&path)
+    let mut model = strata_engine::Model::load(&path)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     model.set_ubatch(args.ubatch)?;
+    gpu::place(&mut model, args.gpu_layers, args.device);
     let c = model.config();
     memory::check_session(c, memory::resolve_ctx(args.ctx, c), args.kv, args.ubatch)?;
     if args.ctx > c.n_ctx_train {

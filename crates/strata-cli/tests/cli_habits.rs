@@ -117,8 +117,10 @@ fn llama_cpp_flags_are_accepted_or_pointed_elsewhere() {
     ]);
     assert_paris(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
+    // Without the `vulkan` feature (or a device) one line says so; with them the model runs
+    // on the GPU and still answers.
     assert!(
-        stderr.contains("warning: no GPU backend in this build, -ngl ignored"),
+        stderr.contains("-ngl ignored") || stderr.contains("offloaded"),
         "{stderr}"
     );
     assert_paris(&run_strata(&[

@@ -46,6 +46,10 @@ pub enum EngineError {
         width: usize,
         found: usize,
     },
+    #[error("{op} is not supported on the {backend} backend yet (run on the CPU: without -ngl)")]
+    Unsupported { backend: String, op: &'static str },
+    #[error("{backend} device: {message}")]
+    Device { backend: String, message: String },
     #[error("layer {layer}: {experts} experts are placed on a device this run does not have")]
     NoExpertUnit { layer: usize, experts: usize },
 }

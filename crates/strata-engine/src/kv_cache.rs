@@ -11,6 +11,7 @@
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Positions per page: a multiple of attention's key tile (64) and segment (256), so a tile
 /// of keys never straddles two pages.
@@ -161,8 +162,11 @@ impl BlockKeyCache {
 }
 
 /// Keys and values of one attention layer.
-#[derive(Clone)]
 pub struct LayerKv {
+    /// Unique among the layers of this process, renewed whenever the contents change other
+    /// than by [`LayerKv::write`] (a copy, a restore): a device backend that mirrors the cache
+    /// keys its copy by it ([`LayerKv::id`]).
+    id: u64,
     k: Store,
     v: Store,
     /// `n_kv_head · head_dim`: elements per position.
@@ -171,7 +175,32 @@ pub struct LayerKv {
     idx: Option<(Store, usize, BlockKeyCache)>,
 }
 
+/// A fresh [`LayerKv::id`].
+fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+impl Clone for LayerKv {
+    fn clone(&self) -> Self {
+        LayerKv {
+            id: next_id(),
+            k: self.k.clone(),
+            v: self.v.clone(),
+            row: self.row,
+            idx: self.idx.clone(),
+        }
+    }
+}
+
 impl LayerKv {
+    /// Identifies these contents: equal ids mean that the two caches are one and the same
+    /// layer whose rows changed only by [`LayerKv::write`] since (restores and copies take a
+    /// new id). A device mirror of the cache is valid for the positions it wrote under it.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Stores the key and value rows (`row` elements each) of position `pos`, allocating its
     /// page if needed.
     pub fn write(&mut self, pos: usize, k: &[f32], v: &[f32]) {
@@ -271,6 +300,7 @@ impl KvCache {
     pub fn new(n_layer: usize, n_ctx: usize, row: usize, ty: KvType) -> KvCache {
         let layers = (0..n_layer)
             .map(|_| LayerKv {
+                id: next_id(),
                 k: Store::new(ty),
                 v: Store::new(ty),
                 row,
@@ -312,6 +342,7 @@ impl KvCache {
                 .layers
                 .iter()
                 .map(|l| LayerKv {
+                    id: next_id(),
                     k: l.k.prefix(pages),
                     v: l.v.prefix(pages),
                     row: l.row,

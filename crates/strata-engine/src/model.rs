@@ -10,6 +10,7 @@ use strata_gguf::GgufModel;
 
 use crate::arch::source::FileTensors;
 use crate::arch::{self, Graph};
+use crate::backend::DeviceRun;
 use crate::backend::{Backend, Cpu, HostMem};
 use crate::chat_template::ChatTemplate;
 use crate::config::ModelConfig;
@@ -67,7 +68,9 @@ pub struct Model {
     gguf: &'static GgufModel,
     config: ModelConfig,
     /// The architecture's forward pass with its weights.
-    graph: Box<dyn Graph>,
+    graph: Graph,
+    /// The backend that runs every layer when set ([`Model::set_device`]), else the CPU.
+    device: Option<Box<dyn DeviceRun>>,
     tokenizer: Tokenizer,
     chat_template: Option<ChatTemplate>,
     /// The runner's activation buffers (one run at a time).
@@ -117,11 +120,29 @@ impl Model {
             gguf,
             config,
             graph,
+            device: None,
             tokenizer,
             chat_template,
             ws: Mutex::new(Workspace::default()),
             ubatch: AtomicUsize::new(UBATCH),
         })
+    }
+
+    /// Runs every layer of every forward on `device` from now on (`strata run -ngl 99`); the
+    /// MTP draft head stays on the CPU. Sessions keep their state in host memory as well, so
+    /// snapshots, restores and truncation work as on the CPU.
+    pub fn set_device(&mut self, device: Box<dyn DeviceRun>) {
+        self.device = Some(device);
+    }
+
+    /// The backend set by [`Model::set_device`], if any.
+    pub fn device(&self) -> Option<&dyn DeviceRun> {
+        self.device.as_deref()
+    }
+
+    /// The graph with its weights (what a device backend uploads).
+    pub fn graph(&self) -> &Graph {
+        &self.graph
     }
 
     /// Hyper-parameters.
@@ -478,6 +499,9 @@ impl Model {
         for s in seqs.iter() {
             ws.pos.extend((0..s.rows.len()).map(|t| s.pos0 + t));
         }
+        if let Some(d) = &self.device {
+            return d.forward(&self.graph, &self.config, &ws.pos, seqs, tokens);
+        }
         pool::with_current(|p| {
             self.graph
                 .forward(&Cpu::new(p), &self.config, ws, seqs, tokens)
@@ -487,6 +511,16 @@ impl Model {
     /// Logits of the run's `rows` (ascending) into `ws.logits` (`[rows][n_vocab]`), their
     /// residual stream staying in `ws.hidden` ([`Graph::output`]).
     fn output(&self, ws: &mut Workspace<HostMem>, rows: &[usize]) -> Result<(), EngineError> {
+        if let Some(d) = &self.device {
+            let ws = &mut *ws;
+            return d.output(
+                &self.graph,
+                &self.config,
+                rows,
+                &mut ws.logits,
+                &mut ws.hidden,
+            );
+        }
         pool::with_current(|p| self.graph.output(&Cpu::new(p), &self.config, ws, rows))
     }
 }

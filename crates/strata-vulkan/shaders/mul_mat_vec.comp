@@ -23,6 +23,8 @@ layout(push_constant) uniform Params {
     uint cols;      // weight columns = x columns
     uint row_bytes; // bytes of one weight row
     uint n_t;       // tokens in x and y
+    uint y_stride;  // y columns (= rows, or more when W is one row range of a larger matrix)
+    uint y_off;     // y column of weight row 0
 } p;
 
 layout(std430, binding = 0) readonly buffer Weights { uint w[]; };
@@ -80,7 +82,7 @@ void main() {
             for (uint g = 0; g < gl_NumSubgroups; g++) {
                 s += partial[g * MAX_T + t];
             }
-            y[(t0 + t) * p.rows + row] = s;
+            y[(t0 + t) * p.y_stride + p.y_off + row] = s;
         }
     }
 #else
@@ -98,7 +100,7 @@ void main() {
     }
     if (tid == 0) {
         for (uint t = 0; t < nt; t++) {
-            y[(t0 + t) * p.rows + row] = partial[t];
+            y[(t0 + t) * p.y_stride + p.y_off + row] = partial[t];
         }
     }
 #endif

@@ -29,6 +29,8 @@
 //! ```
 
 mod adapter;
+mod attention;
+mod backend;
 mod buffer;
 mod device;
 mod elementwise;
@@ -36,6 +38,7 @@ mod error;
 mod get_rows;
 mod instance;
 mod kernels;
+mod kv_mirror;
 mod matmul;
 mod pipeline;
 mod recorder;
@@ -43,6 +46,8 @@ mod shaders;
 pub mod transfer;
 
 pub use adapter::{AdapterInfo, AdapterKind};
+pub use attention::{AttnDims, MAX_HEAD_DIM};
+pub use backend::{VkBuf, VkMem, Vulkan};
 pub use buffer::{Buffer, Location};
 pub use device::Device;
 pub use elementwise::{GluAct, RopePairs};

@@ -83,30 +83,56 @@ impl Kernels {
         y: &'a Buffer,
         bias: Option<&'a Buffer>,
     ) -> Result<(), VkError> {
+        self.matmul_into(rec, w, x, n_t, y, (w.rows, 0))?;
+        match bias {
+            Some(b) => self.add_row(rec, y, b, w.rows, n_t * w.rows),
+            None => Ok(()),
+        }
+    }
+
+    /// Records `y[t][y_off + r] = x[t]·W[r]` for every row `r` of `w` into a `y` of
+    /// `y_stride` columns: `w` may be one row range of a matrix too large for one storage
+    /// binding, each range written to its columns of the product.
+    ///
+    /// Errors: [`VkError::Shape`] when a buffer is too small or the rows do not fit the
+    /// stride; pipeline errors.
+    pub fn matmul_into<'a>(
+        &self,
+        rec: &mut Recorder<'a>,
+        w: &'a QMatrix,
+        x: &'a Buffer,
+        n_t: usize,
+        y: &'a Buffer,
+        (y_stride, y_off): (usize, usize),
+    ) -> Result<(), VkError> {
+        if y_off + w.rows > y_stride {
+            return Err(VkError::Shape {
+                op: "matmul",
+                what: format!("rows {y_off}..{} past {y_stride} columns", y_off + w.rows),
+            });
+        }
         check_f32("matmul", "x", x, n_t * w.cols)?;
-        check_f32("matmul", "y", y, n_t * w.rows)?;
+        check_f32("matmul", "y", y, n_t * y_stride)?;
         if n_t == 0 || w.rows == 0 {
             return Ok(());
         }
         let (name, spirv) = shaders::mul_mat_vec(w.ty, self.reduction == Reduction::Subgroup)
             .ok_or(VkError::UnsupportedType(w.ty))?;
-        let p = self.pipeline(name, spirv, 3, 16, &[self.wg])?;
+        let p = self.pipeline(name, spirv, 3, 24, &[self.wg])?;
         let rows = u32_of("matmul", w.rows)?;
         let args = push(&[
             rows,
             u32_of("matmul", w.cols)?,
             u32_of("matmul", w.row_bytes)?,
             u32_of("matmul", n_t)?,
+            u32_of("matmul", y_stride)?,
+            u32_of("matmul", y_off)?,
         ]);
         let groups = [
             rows.min(MAX_GROUPS),
             u32_of("matmul", n_t.div_ceil(TOKENS_PER_GROUP))?,
             rows.div_ceil(MAX_GROUPS),
         ];
-        rec.dispatch(&p, &[&w.buf, x, y], &args, groups)?;
-        match bias {
-            Some(b) => self.add_row(rec, y, b, w.rows, n_t * w.rows),
-            None => Ok(()),
-        }
+        rec.dispatch(&p, &[&w.buf, x, y], &args, groups)
     }
 }

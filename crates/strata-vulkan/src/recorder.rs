@@ -245,17 +245,33 @@ impl<'a> Recorder<'a> {
         dst: &Buffer,
         bytes: u64,
     ) -> Result<(), VkError> {
-        if bytes > src.size() || bytes > dst.size() {
+        self.record_copy_at(src, dst, 0, bytes)
+    }
+
+    /// Records a copy of the first `bytes` of `src` to byte `dst_offset` of `dst` (buffers
+    /// kept alive by the caller, as [`Recorder::record_copy`]).
+    pub(crate) fn record_copy_at(
+        &mut self,
+        src: &Buffer,
+        dst: &Buffer,
+        dst_offset: u64,
+        bytes: u64,
+    ) -> Result<(), VkError> {
+        if bytes > src.size() || dst_offset + bytes > dst.size() {
             return Err(VkError::Shape {
                 op: "copy",
-                what: format!("{bytes} bytes from {} into {}", src.size(), dst.size()),
+                what: format!(
+                    "{bytes} bytes from {} into {} at {dst_offset}",
+                    src.size(),
+                    dst.size()
+                ),
             });
         }
         if bytes == 0 {
             return Ok(());
         }
         self.begin()?;
-        let region = [vk::BufferCopy::default().size(bytes)];
+        let region = [vk::BufferCopy::default().dst_offset(dst_offset).size(bytes)];
         // SAFETY: as in `dispatch`.
         unsafe {
             self.dev

@@ -25,6 +25,27 @@ pub fn write<'a>(rec: &mut Recorder<'a>, dst: &'a Buffer, bytes: &[u8]) -> Resul
     Ok(())
 }
 
+/// Records a write of `bytes` at byte `offset` (a multiple of 4) of `dst`, as [`write`].
+///
+/// Errors: [`VkError::Shape`] when they do not fit `dst`; allocation errors.
+pub fn write_at<'a>(
+    rec: &mut Recorder<'a>,
+    dst: &'a Buffer,
+    offset: u64,
+    bytes: &[u8],
+) -> Result<(), VkError> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let mut staging = Buffer::new(rec.device(), bytes.len() as u64, Location::Host)?;
+    if let Some(m) = staging.mapped_mut() {
+        m[..bytes.len()].copy_from_slice(bytes);
+    }
+    rec.record_copy_at(&staging, dst, offset, bytes.len() as u64)?;
+    rec.keep(staging);
+    Ok(())
+}
+
 /// A new device-local buffer holding `bytes` (padded with zeros to whole words); waits for
 /// the copy.
 ///

@@ -64,6 +64,7 @@ pub fn run(args: QualityArgs, models_dir: &Path) -> Result<()> {
         kv: args.kv,
         ubatch: strata_engine::model::UBATCH,
         gpu_layers: None,
+        device: 0,
         pool: args.pool,
     };
     let model_path = crate::models::resolve_model(args.model.as_deref(), models_dir)?;

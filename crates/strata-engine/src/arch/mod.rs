@@ -16,9 +16,10 @@ pub mod source;
 
 use strata_gguf::Metadata;
 
-use crate::backend::{Cpu, HostMem};
+use crate::backend::Backend;
 use crate::config::ModelConfig;
 use crate::error::EngineError;
+use crate::ops::linear::Matrix;
 use crate::session::SeqRun;
 use crate::workspace::Workspace;
 use source::{Recorder, TensorSource, TensorSpec};
@@ -40,33 +41,43 @@ pub trait Architecture: Sync {
     /// Builds the graph with its weights taken from `src`.
     ///
     /// Errors: a missing tensor, a shape that disagrees with `cfg`, an unsupported type.
-    fn load(
-        &self,
-        src: &dyn TensorSource,
-        cfg: &ModelConfig,
-    ) -> Result<Box<dyn Graph>, EngineError>;
+    fn load(&self, src: &dyn TensorSource, cfg: &ModelConfig) -> Result<Graph, EngineError>;
 }
 
-/// The forward pass of one architecture with its weights.
-///
-/// An architecture writes its graph once, generic over [`crate::backend::Backend`]; this
-/// trait hands it the backend that runs it. A GPU backend adds its own `forward_*` entry here,
-/// implemented by the same generic function.
-pub trait Graph: Send + Sync {
+/// The forward pass of one architecture with its weights: the architectures are a closed
+/// set the engine owns, so this is an enum whose methods are generic over the backend that
+/// runs them (a trait object could not have generic methods). A GPU backend runs the same
+/// graph function as the CPU; no graph learns which backend runs it.
+pub enum Graph {
+    /// llama, qwen2, qwen3, gemma3, qwen3moe.
+    Dense(dense::weights::Weights),
+    /// qwen3next.
+    Qwen3Next(qwen3next::weights::HybridWeights),
+    /// qwen4exp.
+    Qwen4Exp(Box<qwen4exp::weights::Qwen4ExpWeights>),
+}
+
+impl Graph {
     /// Runs the run's `tokens` (the rows of `seqs`, each sequence at its own positions with
-    /// its own caches and state) through every layer on the CPU backend `be`, leaving the
-    /// final residual stream in `ws.x` (`[T][residual width]`: `n_embd`, or
-    /// `hc·n_embd` with hyper-connections).
+    /// its own caches and state) through every layer on backend `be`, leaving the final
+    /// residual stream in `ws.x` (`[T][residual width]`: `n_embd`, or `hc·n_embd` with
+    /// hyper-connections). `ws.pos` holds the rows' positions.
     ///
-    /// Errors: a token outside the vocabulary, an unsupported weight type.
-    fn forward(
+    /// Errors: a token outside the vocabulary, an unsupported weight type or op.
+    pub fn forward<B: Backend>(
         &self,
-        be: &Cpu<'_>,
+        be: &B,
         cfg: &ModelConfig,
-        ws: &mut Workspace<HostMem>,
+        ws: &mut Workspace<B::Mem>,
         seqs: &mut [SeqRun<'_>],
         tokens: &[u32],
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> {
+        match self {
+            Graph::Dense(w) => dense::graph::forward(be, cfg, w, ws, seqs, tokens),
+            Graph::Qwen3Next(w) => qwen3next::graph::forward(be, cfg, w, ws, seqs, tokens),
+            Graph::Qwen4Exp(w) => qwen4exp::graph::forward(be, cfg, w, ws, seqs, tokens),
+        }
+    }
 
     /// The logits of the run's `rows` (ascending row indices of `ws.x`, after
     /// [`Graph::forward`]) into `ws.logits` (`[rows][n_vocab]`), their final residual rows
@@ -75,14 +86,22 @@ pub trait Graph: Send + Sync {
     /// ([`dense::graph::output`]); qwen4exp collapses its hyper-connection streams with its
     /// final mixer instead of a norm.
     ///
-    /// Errors: an unsupported weight type.
-    fn output(
+    /// Errors: an unsupported weight type or op.
+    pub fn output<B: Backend>(
         &self,
-        be: &Cpu<'_>,
+        be: &B,
         cfg: &ModelConfig,
-        ws: &mut Workspace<HostMem>,
+        ws: &mut Workspace<B::Mem>,
         rows: &[usize],
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> {
+        match self {
+            Graph::Dense(w) => dense::graph::output(be, cfg, &w.output_norm, &w.output, ws, rows),
+            Graph::Qwen3Next(w) => {
+                dense::graph::output(be, cfg, &w.output_norm, &w.output, ws, rows)
+            }
+            Graph::Qwen4Exp(w) => qwen4exp::graph::output(be, cfg, w, ws, rows),
+        }
+    }
 
     /// One MTP draft step over the run's rows: `ws.x` holds their input residual rows
     /// (`[T][residual width]`: the trunk's final residual of each row's position — what
@@ -93,17 +112,41 @@ pub trait Graph: Send + Sync {
     /// (`[T][n_vocab]`) and the MTP's output residual rows (the next draft step's input) to
     /// `ws.hidden` (`[T][residual width]`). qwen4exp: [`qwen4exp::graph::mtp`].
     ///
-    /// Errors: [`EngineError::NoMtp`] for a model without an MTP layer (the default), a
-    /// token outside the vocabulary, an unsupported weight type.
-    fn mtp(
+    /// Errors: [`EngineError::NoMtp`] for a model without an MTP layer, a token outside
+    /// the vocabulary, an unsupported weight type.
+    pub fn mtp<B: Backend>(
         &self,
-        _be: &Cpu<'_>,
-        _cfg: &ModelConfig,
-        _ws: &mut Workspace<HostMem>,
-        _seqs: &mut [SeqRun<'_>],
-        _tokens: &[u32],
+        be: &B,
+        cfg: &ModelConfig,
+        ws: &mut Workspace<B::Mem>,
+        seqs: &mut [SeqRun<'_>],
+        tokens: &[u32],
     ) -> Result<(), EngineError> {
-        Err(EngineError::NoMtp)
+        match self {
+            Graph::Qwen4Exp(w) => qwen4exp::graph::mtp(be, cfg, w, ws, seqs, tokens),
+            _ => Err(EngineError::NoMtp),
+        }
+    }
+
+    /// The weight matrices of a dense graph (embedding, every layer's projections, LM head),
+    /// for a device backend to upload at load; `None` for the other architectures and for
+    /// routed experts (qwen3moe), which no device backend runs yet.
+    pub fn dense_matrices(&self) -> Option<Vec<&Matrix<'static>>> {
+        let Graph::Dense(w) = self else { return None };
+        let mut out = vec![&w.token_embd];
+        for lw in &w.layers {
+            out.extend([&lw.wq, &lw.wk, &lw.wv, &lw.wo]);
+            match &lw.ffn {
+                dense::weights::Ffn::Dense {
+                    w_gate,
+                    w_up,
+                    w_down,
+                } => out.extend([w_gate, w_up, w_down]),
+                dense::weights::Ffn::Moe(_) => return None,
+            }
+        }
+        out.push(&w.output);
+        Some(out)
     }
 }
 

@@ -21,8 +21,10 @@
 //! Shapes below: `T` = rows of the run (tokens of every sequence in it), row-major `[T][dim]`.
 
 mod cpu;
+mod device;
 
 pub use cpu::{Cpu, HostMem};
+pub use device::{DeviceRun, OnDevice};
 
 use crate::error::EngineError;
 use crate::ops::attention::AttnShape;
@@ -106,6 +108,15 @@ pub trait Backend: Sync {
 
     /// A short name for logs and test output (`cpu-avx512`).
     fn name(&self) -> String;
+
+    /// Ends a forward or output run: a device backend reports here the first error of an op
+    /// that returns none (an unsupported op, a device fault), which made the run's results
+    /// void. The CPU's ops cannot fail that way.
+    ///
+    /// Errors: that error.
+    fn finish(&self) -> Result<(), EngineError> {
+        Ok(())
+    }
 
     /// Row `t` of `x` = `scale · table[tokens[t]]`; `x`: `[T][n_embd]`, resized.
     ///

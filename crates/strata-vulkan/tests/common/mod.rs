@@ -50,6 +50,7 @@ pub fn rel_err(got: &[f32], want: &[f32]) -> f32 {
 }
 
 /// Deterministic values in [-1, 1) (a small LCG; the tests need no rand crate).
+#[allow(dead_code)] // not every test file uses it
 pub fn values(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed
         .wrapping_mul(6364136223846793005)

@@ -10,12 +10,9 @@ use strata_gguf::Metadata;
 
 use super::source::TensorSource;
 use super::{Architecture, Graph};
-use crate::backend::{Cpu, HostMem};
 use crate::config::{moe_config, Arch, ModelConfig};
 use crate::error::EngineError;
 use crate::ops::rope::{Rope, RopeStyle};
-use crate::session::SeqRun;
-use crate::workspace::Workspace;
 use weights::Weights;
 
 /// The dense decoder family (and qwen3moe, whose FFN is routed experts).
@@ -73,34 +70,7 @@ impl Architecture for Dense {
         Ok(())
     }
 
-    fn load(
-        &self,
-        src: &dyn TensorSource,
-        cfg: &ModelConfig,
-    ) -> Result<Box<dyn Graph>, EngineError> {
-        Ok(Box::new(Weights::load(src, cfg)?))
-    }
-}
-
-impl Graph for Weights {
-    fn forward(
-        &self,
-        be: &Cpu<'_>,
-        cfg: &ModelConfig,
-        ws: &mut Workspace<HostMem>,
-        seqs: &mut [SeqRun<'_>],
-        tokens: &[u32],
-    ) -> Result<(), EngineError> {
-        graph::forward(be, cfg, self, ws, seqs, tokens)
-    }
-
-    fn output(
-        &self,
-        be: &Cpu<'_>,
-        cfg: &ModelConfig,
-        ws: &mut Workspace<HostMem>,
-        rows: &[usize],
-    ) -> Result<(), EngineError> {
-        graph::output(be, cfg, &self.output_norm, &self.output, ws, rows)
+    fn load(&self, src: &dyn TensorSource, cfg: &ModelConfig) -> Result<Graph, EngineError> {
+        Ok(Graph::Dense(Weights::load(src, cfg)?))
     }
 }

@@ -14,11 +14,8 @@ use strata_gguf::Metadata;
 
 use super::source::TensorSource;
 use super::{Architecture, Graph};
-use crate::backend::{Cpu, HostMem};
 use crate::config::{moe_config, ModelConfig, SsmConfig};
 use crate::error::EngineError;
-use crate::session::SeqRun;
-use crate::workspace::Workspace;
 pub use graph::HybridScratch;
 use weights::HybridWeights;
 
@@ -38,34 +35,7 @@ impl Architecture for Qwen3Next {
         Ok(())
     }
 
-    fn load(
-        &self,
-        src: &dyn TensorSource,
-        cfg: &ModelConfig,
-    ) -> Result<Box<dyn Graph>, EngineError> {
-        Ok(Box::new(HybridWeights::load(src, cfg)?))
-    }
-}
-
-impl Graph for HybridWeights {
-    fn forward(
-        &self,
-        be: &Cpu<'_>,
-        cfg: &ModelConfig,
-        ws: &mut Workspace<HostMem>,
-        seqs: &mut [SeqRun<'_>],
-        tokens: &[u32],
-    ) -> Result<(), EngineError> {
-        graph::forward(be, cfg, self, ws, seqs, tokens)
-    }
-
-    fn output(
-        &self,
-        be: &Cpu<'_>,
-        cfg: &ModelConfig,
-        ws: &mut Workspace<HostMem>,
-        rows: &[usize],
-    ) -> Result<(), EngineError> {
-        crate::arch::dense::graph::output(be, cfg, &self.output_norm, &self.output, ws, rows)
+    fn load(&self, src: &dyn TensorSource, cfg: &ModelConfig) -> Result<Graph, EngineError> {
+        Ok(Graph::Qwen3Next(HybridWeights::load(src, cfg)?))
     }
 }

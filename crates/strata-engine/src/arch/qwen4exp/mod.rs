@@ -26,11 +26,8 @@ use strata_gguf::Metadata;
 
 use super::source::TensorSource;
 use super::{Architecture, Graph};
-use crate::backend::{Cpu, HostMem};
 use crate::config::{moe_config, HyperConfig, ModelConfig, PleConfig, QsaConfig, SsmConfig};
 use crate::error::EngineError;
-use crate::session::SeqRun;
-use crate::workspace::Workspace;
 pub use graph::Qwen4ExpScratch;
 use weights::Qwen4ExpWeights;
 
@@ -84,45 +81,7 @@ impl Architecture for Qwen4Exp {
         Ok(())
     }
 
-    fn load(
-        &self,
-        src: &dyn TensorSource,
-        cfg: &ModelConfig,
-    ) -> Result<Box<dyn Graph>, EngineError> {
-        Ok(Box::new(Qwen4ExpWeights::load(src, cfg)?))
-    }
-}
-
-impl Graph for Qwen4ExpWeights {
-    fn forward(
-        &self,
-        be: &Cpu<'_>,
-        cfg: &ModelConfig,
-        ws: &mut Workspace<HostMem>,
-        seqs: &mut [SeqRun<'_>],
-        tokens: &[u32],
-    ) -> Result<(), EngineError> {
-        graph::forward(be, cfg, self, ws, seqs, tokens)
-    }
-
-    fn output(
-        &self,
-        be: &Cpu<'_>,
-        cfg: &ModelConfig,
-        ws: &mut Workspace<HostMem>,
-        rows: &[usize],
-    ) -> Result<(), EngineError> {
-        graph::output(be, cfg, self, ws, rows)
-    }
-
-    fn mtp(
-        &self,
-        be: &Cpu<'_>,
-        cfg: &ModelConfig,
-        ws: &mut Workspace<HostMem>,
-        seqs: &mut [SeqRun<'_>],
-        tokens: &[u32],
-    ) -> Result<(), EngineError> {
-        graph::mtp(be, cfg, self, ws, seqs, tokens)
+    fn load(&self, src: &dyn TensorSource, cfg: &ModelConfig) -> Result<Graph, EngineError> {
+        Ok(Graph::Qwen4Exp(Box::new(Qwen4ExpWeights::load(src, cfg)?)))
     }
 }

@@ -1,0 +1,125 @@
+//! Running whole forwards on a backend other than the CPU.
+//!
+//! The model's runner ([`crate::model::Model`]) holds host activations; a device backend
+//! brings its own workspace. [`OnDevice`] pairs a backend with one and runs the model's
+//! [`Graph`] on it; the runner reaches it through the object-safe [`DeviceRun`], so the
+//! engine never names a device type (`strata-vulkan` depends on the engine, not the reverse).
+
+use std::sync::Mutex;
+
+use super::{Backend, Memory, RowBuf};
+use crate::arch::Graph;
+use crate::config::ModelConfig;
+use crate::error::EngineError;
+use crate::ops::linear::Activations;
+use crate::session::SeqRun;
+use crate::workspace::Workspace;
+
+/// A backend that runs whole forwards for [`crate::model::Model`] (see the module docs).
+pub trait DeviceRun: Send + Sync {
+    /// The backend's name, for logs.
+    fn name(&self) -> String;
+
+    /// [`Graph::forward`] over the run's rows at positions `pos` (`[T]`), leaving the final
+    /// residual stream on the device.
+    ///
+    /// Errors: as [`Graph::forward`], and the backend's [`Backend::finish`].
+    fn forward(
+        &self,
+        graph: &Graph,
+        cfg: &ModelConfig,
+        pos: &[usize],
+        seqs: &mut [SeqRun<'_>],
+        tokens: &[u32],
+    ) -> Result<(), EngineError>;
+
+    /// [`Graph::output`] of the last forward's `rows`, copied into host buffers:
+    /// `logits` `[rows][n_vocab]`, `hidden` `[rows][residual width]`.
+    ///
+    /// Errors: as [`Graph::output`], and the backend's [`Backend::finish`].
+    fn output(
+        &self,
+        graph: &Graph,
+        cfg: &ModelConfig,
+        rows: &[usize],
+        logits: &mut Activations,
+        hidden: &mut Activations,
+    ) -> Result<(), EngineError>;
+}
+
+/// Backend `B` with its workspace (one run at a time).
+pub struct OnDevice<B: Backend> {
+    be: B,
+    ws: Mutex<Workspace<B::Mem>>,
+}
+
+impl<B: Backend> OnDevice<B>
+where
+    Workspace<B::Mem>: Default,
+{
+    /// `be` with an empty workspace (buffers grow with the first runs).
+    pub fn new(be: B) -> Self {
+        OnDevice {
+            be,
+            ws: Mutex::new(Workspace::default()),
+        }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.be
+    }
+}
+
+impl<B> DeviceRun for OnDevice<B>
+where
+    B: Backend + Send,
+    B::Mem: Send,
+    Workspace<B::Mem>: Default + Send,
+{
+    fn name(&self) -> String {
+        self.be.name()
+    }
+
+    fn forward(
+        &self,
+        graph: &Graph,
+        cfg: &ModelConfig,
+        pos: &[usize],
+        seqs: &mut [SeqRun<'_>],
+        tokens: &[u32],
+    ) -> Result<(), EngineError> {
+        let mut ws = self.ws.lock().unwrap_or_else(|e| e.into_inner());
+        ws.pos.clear();
+        ws.pos.extend_from_slice(pos);
+        let run = graph.forward(&self.be, cfg, &mut ws, seqs, tokens);
+        let done = self.be.finish();
+        run.and(done)
+    }
+
+    fn output(
+        &self,
+        graph: &Graph,
+        cfg: &ModelConfig,
+        rows: &[usize],
+        logits: &mut Activations,
+        hidden: &mut Activations,
+    ) -> Result<(), EngineError> {
+        let mut ws = self.ws.lock().unwrap_or_else(|e| e.into_inner());
+        let ws = &mut *ws;
+        let run = graph.output(&self.be, cfg, ws, rows);
+        self.be.finish().and(run)?;
+        copy_out(&self.be, &mut ws.logits, logits);
+        copy_out(&self.be, &mut ws.hidden, hidden);
+        self.be.finish()
+    }
+}
+
+/// `dst` = the contents of the device buffer `src`.
+fn copy_out<B: Backend>(be: &B, src: &mut <B::Mem as Memory>::Buf, dst: &mut Activations) {
+    let (rows, cols) = (src.rows(), src.cols());
+    let host = be.host(src);
+    dst.resize(rows, cols);
+    let n = (rows * cols).min(host.len());
+    dst.write()[..n].copy_from_slice(&host[..n]);
+}

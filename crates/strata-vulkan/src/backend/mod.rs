@@ -1,0 +1,299 @@
+//! [`Vulkan`]: the engine's [`Backend`] on one Vulkan device — the ops of dense models
+//! (llama, qwen2, qwen3, gemma3) on device buffers, weights uploaded once and found again by
+//! their address, KV caches mirrored on the device ([`crate::kv_mirror`]).
+//!
+//! Each op records its kernels and waits for them (one submission per op): correctness first;
+//! batching a whole forward into few submissions is the next step for speed. Ops the dense
+//! graph does not use (recurrent layers, MoE, hyper-connections, QSA, PLE) are reported as
+//! [`EngineError::Unsupported`]: those that return nothing record the error, which
+//! [`Backend::finish`] returns at the end of the run.
+//!
+//! `memory.rs`: the buffers (`VkBuf`) and device weights; `ops.rs`: the ops.
+
+mod memory;
+mod ops;
+
+pub use memory::{VkBuf, VkMem};
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use strata_engine::backend::{Backend, RowBuf};
+use strata_engine::ops::attention::AttnShape;
+use strata_engine::ops::linear::Matrix;
+use strata_engine::session::SeqRun;
+use strata_engine::EngineError;
+
+use crate::attention::AttnDims;
+use crate::buffer::{Buffer, Location};
+use crate::device::Device;
+use crate::error::VkError;
+use crate::kernels::Kernels;
+use crate::kv_mirror::Mirrors;
+use crate::recorder::Recorder;
+use crate::transfer;
+use memory::Weight;
+
+/// The engine's backend on one Vulkan device (see the module docs).
+pub struct Vulkan {
+    dev: Device,
+    k: Kernels,
+    /// Weight matrices by the address and length of their bytes (a model's weights live in
+    /// its mapping as long as the model: the address identifies them).
+    weights: Mutex<HashMap<(usize, usize), Arc<Weight>>>,
+    /// Norm weights and biases by (address, length).
+    vectors: Mutex<HashMap<(usize, usize), Arc<Buffer>>>,
+    kv: Mutex<Mirrors>,
+    /// The first error of an op that returns none, reported by [`Backend::finish`].
+    error: Mutex<Option<EngineError>>,
+    weight_bytes: AtomicU64,
+    /// Most bytes of one weight buffer (below the device's binding limit: tests).
+    part_limit: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Vulkan {
+    /// The backend on adapter `index` (an index of [`crate::adapters`]).
+    ///
+    /// Errors: [`VkError::NoLoader`], [`VkError::NoDevice`], device creation errors.
+    pub fn new(index: usize) -> Result<Self, VkError> {
+        let dev = Device::new(index)?;
+        Ok(Self::on(&dev))
+    }
+
+    /// The backend on an opened device.
+    pub fn on(dev: &Device) -> Self {
+        Vulkan {
+            dev: dev.clone(),
+            k: Kernels::new(dev),
+            weights: Mutex::new(HashMap::new()),
+            vectors: Mutex::new(HashMap::new()),
+            kv: Mutex::new(Mirrors::default()),
+            error: Mutex::new(None),
+            weight_bytes: AtomicU64::new(0),
+            part_limit: u64::MAX,
+        }
+    }
+
+    /// Splits weights into row ranges of at most `bytes` (they are split at the device's
+    /// storage-buffer limit anyway): the tests use it to run the split path on small
+    /// matrices. Takes effect for weights not uploaded yet.
+    pub fn with_weight_part_limit(mut self, bytes: u64) -> Self {
+        self.part_limit = bytes.max(1);
+        self
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Device {
+        &self.dev
+    }
+
+    /// Uploads `mats` now (a model's weights at load) rather than at their first use.
+    ///
+    /// Errors: an unsupported type, a matrix over the device's buffer limit, out of memory.
+    pub fn preload(&self, mats: &[&Matrix<'_>]) -> Result<(), VkError> {
+        for m in mats {
+            self.matrix(m)?;
+        }
+        Ok(())
+    }
+
+    /// Bytes of weights uploaded so far.
+    pub fn weight_bytes(&self) -> u64 {
+        self.weight_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of the sessions' KV mirrors.
+    pub fn kv_bytes(&self) -> u64 {
+        lock(&self.kv).bytes()
+    }
+
+    fn matrix(&self, w: &Matrix<'_>) -> Result<Arc<Weight>, VkError> {
+        let key = (w.data.as_ptr() as usize, w.data.len());
+        let mut map = lock(&self.weights);
+        if let Some(m) = map.get(&key) {
+            return Ok(m.clone());
+        }
+        let m = Arc::new(Weight::upload(&self.dev, w, self.part_limit)?);
+        self.weight_bytes.fetch_add(m.bytes(), Ordering::Relaxed);
+        map.insert(key, m.clone());
+        Ok(m)
+    }
+
+    /// A model's small host vector (a norm weight, a bias) on the device. They live as long
+    /// as the model, so their address identifies them.
+    fn vector(&self, v: &[f32]) -> Result<Arc<Buffer>, VkError> {
+        let key = (v.as_ptr() as usize, v.len());
+        let mut map = lock(&self.vectors);
+        if let Some(b) = map.get(&key) {
+            return Ok(b.clone());
+        }
+        let b = Arc::new(transfer::upload_f32(&self.dev, v)?);
+        map.insert(key, b.clone());
+        Ok(b)
+    }
+
+    /// Sizes `b` to `[rows][cols]` and makes sure its device buffer holds that many.
+    fn output(&self, b: &mut VkBuf, rows: usize, cols: usize) -> Result<(), VkError> {
+        b.resize(rows, cols);
+        let need = (rows * cols).max(1) as u64 * 4;
+        if b.buf.as_ref().is_none_or(|x| x.size() < need) {
+            b.buf = None;
+            b.buf = Some(Buffer::new(&self.dev, need, Location::Device)?);
+        }
+        Ok(())
+    }
+
+    /// Records the first error of an op that returns none.
+    fn check(&self, r: Result<(), VkError>) {
+        if let Err(e) = r {
+            self.fail(EngineError::Device {
+                backend: self.name(),
+                message: e.to_string(),
+            });
+        }
+    }
+
+    fn fail(&self, e: EngineError) {
+        let mut err = lock(&self.error);
+        if err.is_none() {
+            *err = Some(e);
+        }
+    }
+
+    fn unsupported(&self, op: &'static str) -> EngineError {
+        EngineError::Unsupported {
+            backend: "vulkan".into(),
+            op,
+        }
+    }
+
+    fn device_err(&self, e: VkError) -> EngineError {
+        EngineError::Device {
+            backend: self.name(),
+            message: e.to_string(),
+        }
+    }
+
+    /// Runs `f`'s recording and waits for it.
+    fn submit<'a>(
+        &self,
+        f: impl FnOnce(&mut Recorder<'a>) -> Result<(), VkError>,
+    ) -> Result<(), VkError> {
+        let mut rec = Recorder::new(&self.dev)?;
+        f(&mut rec)?;
+        rec.submit()
+    }
+
+    fn rms(
+        &self,
+        x: &VkBuf,
+        w: &[f32],
+        group: usize,
+        eps: f32,
+        out: Option<&mut VkBuf>,
+    ) -> Result<(), VkError> {
+        let wb = self.vector(w)?;
+        let n = x.len();
+        if group == 0 || !n.is_multiple_of(group) {
+            return Err(VkError::Shape {
+                op: "rms_norm",
+                what: format!("{n} elements are not whole pieces of {group}"),
+            });
+        }
+        match out {
+            Some(out) => {
+                self.output(out, x.rows, x.cols)?;
+                let (xb, ob) = (x.input("rms_norm")?, out.input("rms_norm")?);
+                self.submit(|r| {
+                    self.k
+                        .rms_norm(r, xb, &wb, w.len(), ob, n / group, group, eps)
+                })
+            }
+            None => {
+                let xb = x.input("rms_norm")?;
+                self.submit(|r| {
+                    self.k
+                        .rms_norm(r, xb, &wb, w.len(), xb, n / group, group, eps)
+                })
+            }
+        }
+    }
+
+    fn attend_seq(
+        &self,
+        s: &mut SeqRun<'_>,
+        layer: usize,
+        (q, k, v): (&VkBuf, &VkBuf, &VkBuf),
+        (kh, vh): (&[f32], &[f32]),
+        shape: &AttnShape,
+        out: &Buffer,
+    ) -> Result<(), VkError> {
+        let n_t = s.rows.len();
+        let row = shape.n_kv_head * shape.head_dim;
+        let host = s.kv.get_mut(layer).ok_or_else(|| VkError::Shape {
+            op: "attention",
+            what: format!("the session has no KV layer {layer}"),
+        })?;
+        for t in 0..n_t {
+            let r = (s.rows.start + t) * row;
+            host.write(s.pos0 + t, &kh[r..r + row], &vh[r..r + row]);
+        }
+        let mut mirrors = lock(&self.kv);
+        let m = mirrors.prepare(&self.dev, host, s.pos0, s.pos0 + n_t)?;
+        let (kb, vb, qb) = (
+            k.input("attention")?,
+            v.input("attention")?,
+            q.input("attention")?,
+        );
+        let dims = AttnDims {
+            n_t,
+            row0: s.rows.start,
+            pos0: s.pos0,
+            n_head: shape.n_head,
+            n_kv_head: shape.n_kv_head,
+            head_dim: shape.head_dim,
+            scale: shape.scale,
+            window: shape.window.unwrap_or(0),
+            round_q_f16: host.is_f16(),
+        };
+        let round = host.is_f16();
+        let (kc, vc) = (&m.k, &m.v);
+        self.submit(|r| {
+            self.k.kv_store(
+                r,
+                (kb, vb),
+                (kc, vc),
+                row,
+                (s.rows.start, s.pos0, n_t),
+                round,
+            )?;
+            self.k.attention(r, &dims, qb, kc, vc, out)
+        })?;
+        m.valid = s.pos0 + n_t;
+        Ok(())
+    }
+
+    fn read(&self, b: &VkBuf) -> Result<Vec<f32>, VkError> {
+        if b.len() == 0 {
+            return Ok(Vec::new());
+        }
+        transfer::read_f32(&self.dev, b.input("read")?, b.len())
+    }
+}
+
+impl Vulkan {
+    fn write(&self, src: &[f32], rows: usize, cols: usize, b: &mut VkBuf) -> Result<(), VkError> {
+        self.output(b, rows, cols)?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        let bb = b.input("upload")?;
+        let bytes: Vec<u8> = src.iter().flat_map(|x| x.to_le_bytes()).collect();
+        self.submit(|r| transfer::write(r, bb, &bytes))
+    }
+}

@@ -1,0 +1,271 @@
+//! Whole dense models on the Vulkan backend against the CPU backend: the tiny random models
+//! of scripts/make_tiny_models.sh and SmolLM2-135M. Teacher-forced: the top-1 token agrees
+//! at ≥ 99 % of the positions where the CPU's top-2 margin is ≥ 0.5; greedy: the tokens are
+//! identical up to the first near-tie (a CPU margin < 0.5). Lavapipe is ~60× slower than a
+//! CPU core, so the sequences are short.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use strata_engine::backend::OnDevice;
+use strata_engine::{KvType, Model, SeqInput, SeqOutput, Want};
+use strata_vulkan::Vulkan;
+
+/// Logit margin below which two tokens count as tied.
+const NEAR_TIE: f32 = 0.5;
+
+fn ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// `path`, or `None` (skipped; a failure with `CI=true`) when it is missing.
+fn require(path: PathBuf, how: &str) -> Option<PathBuf> {
+    if path.exists() {
+        return Some(path);
+    }
+    let msg = format!("{} is missing: {how}", path.display());
+    assert!(!ci(), "{msg}");
+    eprintln!("skipped: {msg}");
+    None
+}
+
+fn home() -> PathBuf {
+    PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+}
+
+fn tiny(name: &str, ty: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("STRATA_TINY_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home().join(".cache/strata/tiny"));
+    require(
+        dir.join(name).join(format!("{name}-{ty}.gguf")),
+        "run scripts/make_tiny_models.sh",
+    )
+}
+
+fn smollm2() -> Option<PathBuf> {
+    let dir = std::env::var_os("STRATA_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home().join(".cache/strata/models"));
+    require(
+        dir.join("SmolLM2-135M-Instruct.Q4_1.gguf"),
+        "run `strata pull smollm2-135m`",
+    )
+}
+
+/// (argmax, top-1 − top-2) of a logit row.
+fn top(row: &[f32]) -> (usize, f32) {
+    let (mut i1, mut v1, mut v2) = (0, f32::NEG_INFINITY, f32::NEG_INFINITY);
+    for (i, &v) in row.iter().enumerate() {
+        if v > v1 {
+            (v2, v1, i1) = (v1, v, i);
+        } else if v > v2 {
+            v2 = v;
+        }
+    }
+    (i1, v1 - v2)
+}
+
+/// Loads `path` on the CPU and on the Vulkan device; compares teacher-forced top-1 over
+/// `text` and `n_greedy` greedy tokens after its first `prompt` tokens.
+fn compare(path: PathBuf, text: &str, prompt: usize, n_greedy: usize) {
+    let Some(dev) = common::device() else { return };
+    let t0 = Instant::now();
+    let cpu = Model::load(&path).expect("load (cpu)");
+    let mut gpu = Model::load(&path).expect("load (vulkan)");
+    let vk = Vulkan::on(&dev);
+    let mats = gpu.graph().dense_matrices().expect("a dense model");
+    vk.preload(&mats).expect("weights on the device");
+    gpu.set_device(Box::new(OnDevice::new(vk)));
+    let n_vocab = cpu.config().n_vocab;
+    let mut tokens = cpu.tokenizer().encode(text, true, false);
+    tokens.truncate(24);
+    assert!(tokens.len() > prompt, "{} tokens", tokens.len());
+
+    // Teacher-forced.
+    let (mut want, mut got) = (Vec::new(), Vec::new());
+    let mut s = cpu.new_session(256, KvType::F16);
+    cpu.forward_all(&mut s, &tokens, &mut want)
+        .expect("cpu forward");
+    let mut s = gpu.new_session(256, KvType::F16);
+    gpu.forward_all(&mut s, &tokens, &mut got)
+        .expect("vulkan forward");
+    let (mut clear, mut agree) = (0, 0);
+    for (w, g) in want.chunks(n_vocab).zip(got.chunks(n_vocab)) {
+        let (wi, margin) = top(w);
+        if margin >= NEAR_TIE {
+            clear += 1;
+            agree += usize::from(top(g).0 == wi);
+        }
+    }
+    let rel = common::rel_err(&got, &want);
+
+    // Greedy on the CPU, one token a step after the prompt; the device decodes the same
+    // tokens (the decode path, the KV mirror appending) and its top-1 is compared at every
+    // step: identical up to the first near-tie, and at every clear step after it.
+    let mut sc = cpu.new_session(256, KvType::F16);
+    let mut sg = gpu.new_session(256, KvType::F16);
+    let mut lc = cpu
+        .forward(&mut sc, &tokens[..prompt])
+        .expect("prompt")
+        .to_vec();
+    let mut lg = gpu
+        .forward(&mut sg, &tokens[..prompt])
+        .expect("prompt")
+        .to_vec();
+    let (mut same, mut tied, mut steps_clear, mut steps_agree) = (0, false, 0, 0);
+    for _ in 0..n_greedy {
+        let (t, margin) = top(&lc);
+        let g = top(&lg).0;
+        if margin >= NEAR_TIE {
+            steps_clear += 1;
+            steps_agree += usize::from(g == t);
+        }
+        if !tied {
+            assert!(
+                g == t || margin < NEAR_TIE,
+                "{}: greedy token {same} differs ({g} on vulkan, {t} on the cpu, margin {margin})",
+                path.display()
+            );
+            tied = margin < NEAR_TIE || g != t;
+            same += usize::from(g == t);
+        }
+        lc = cpu.forward(&mut sc, &[t as u32]).expect("decode").to_vec();
+        lg = gpu.forward(&mut sg, &[t as u32]).expect("decode").to_vec();
+    }
+    assert_eq!(steps_agree, steps_clear, "decode top-1 on clear steps");
+    eprintln!(
+        "{}: teacher-forced top-1 {agree}/{clear} clear positions (of {}), max|Δlogit|/max|logit| {rel:.2e}; greedy: {same} identical before the first near-tie, decode top-1 {steps_agree}/{steps_clear} clear steps of {n_greedy}; {:.1} s",
+        path.file_name().unwrap_or_default().to_string_lossy(),
+        want.len() / n_vocab,
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(
+        agree * 100 >= clear * 99,
+        "top-1 agreement {agree}/{clear} is under 99 %"
+    );
+}
+
+const TEXT: &str = "The quick brown fox jumps over the lazy dog. Once upon a time, in a small \
+    village by the sea, there lived an old fisherman who told stories every evening.";
+
+#[test]
+fn llama_tiny_matches_cpu() {
+    if let Some(p) = tiny("llama-tiny", "Q8_0") {
+        compare(p, TEXT, 6, 16);
+    }
+}
+
+#[test]
+fn qwen2_tiny_matches_cpu() {
+    if let Some(p) = tiny("qwen2-tiny", "Q4_K_M") {
+        compare(p, TEXT, 6, 16);
+    }
+}
+
+#[test]
+fn qwen3_tiny_matches_cpu() {
+    if let Some(p) = tiny("qwen3-tiny", "Q8_0") {
+        compare(p, TEXT, 6, 16);
+    }
+}
+
+#[test]
+fn gemma3_tiny_matches_cpu() {
+    if let Some(p) = tiny("gemma3-tiny", "F16") {
+        compare(p, TEXT, 6, 16);
+    }
+}
+
+#[test]
+fn smollm2_135m_matches_cpu() {
+    if let Some(p) = smollm2() {
+        compare(p, TEXT, 6, 16);
+    }
+}
+
+/// Snapshots, restores and truncation on the device give the logits of a fresh run: the KV
+/// mirror follows the host cache (a restore renews the layer's id; a truncated session
+/// writes its positions again).
+#[test]
+fn device_kv_follows_restore_and_truncate() {
+    let Some(path) = tiny("qwen3-tiny", "Q8_0") else {
+        return;
+    };
+    let Some(dev) = common::device() else { return };
+    let mut m = Model::load(&path).expect("load");
+    m.set_device(Box::new(OnDevice::new(Vulkan::on(&dev))));
+    let tokens = m.tokenizer().encode(TEXT, true, false);
+    let (a, b) = (&tokens[..10], &tokens[10..16]);
+    let fresh = |m: &Model| {
+        let mut s = m.new_session(256, KvType::F16);
+        m.forward(&mut s, a).expect("a");
+        m.forward(&mut s, b).expect("b").to_vec()
+    };
+    let want = fresh(&m);
+
+    let mut s = m.new_session(256, KvType::F16);
+    m.forward(&mut s, a).expect("a");
+    let snap = s.snapshot();
+    m.forward(&mut s, &tokens[20..24]).expect("other tokens");
+    s.restore(&snap).expect("restore");
+    assert_eq!(m.forward(&mut s, b).expect("b after restore"), &want[..]);
+
+    // A new session restored from the snapshot: its mirror starts behind, filled from the host.
+    let mut s2 = m.new_session(256, KvType::F16);
+    s2.restore(&snap).expect("restore into a new session");
+    assert_eq!(
+        m.forward(&mut s2, b).expect("b in a new session"),
+        &want[..]
+    );
+
+    s.truncate(10);
+    assert_eq!(m.forward(&mut s, b).expect("b after truncate"), &want[..]);
+}
+
+/// Two sequences in one run (each attending over its own device KV mirror) give the logits
+/// of each fed alone.
+#[test]
+fn sequences_batched_on_the_device_match_each_alone() {
+    let Some(path) = tiny("llama-tiny", "Q8_0") else {
+        return;
+    };
+    let Some(dev) = common::device() else { return };
+    let mut m = Model::load(&path).expect("load");
+    m.set_device(Box::new(OnDevice::new(Vulkan::on(&dev))));
+    let tokens = m.tokenizer().encode(TEXT, true, false);
+    let (a, b) = (&tokens[..7], &tokens[7..19]);
+    let alone = |t: &[u32]| {
+        let mut s = m.new_session(256, KvType::F16);
+        m.forward(&mut s, t).expect("alone").to_vec()
+    };
+    let (want_a, want_b) = (alone(a), alone(b));
+    let (mut sa, mut sb) = (
+        m.new_session(256, KvType::F16),
+        m.new_session(256, KvType::F16),
+    );
+    let mut batch = [
+        SeqInput {
+            session: &mut sa,
+            tokens: a,
+            want: Want::Last,
+            hidden: false,
+        },
+        SeqInput {
+            session: &mut sb,
+            tokens: b,
+            want: Want::Last,
+            hidden: false,
+        },
+    ];
+    let mut out = [SeqOutput::default(), SeqOutput::default()];
+    m.forward_batch(&mut batch, &mut out).expect("batch");
+    let rel_a = common::rel_err(&out[0].logits, &want_a);
+    let rel_b = common::rel_err(&out[1].logits, &want_b);
+    assert!(
+        rel_a < 1e-5 && rel_b < 1e-5,
+        "batched vs alone: {rel_a:.2e}, {rel_b:.2e}"
+    );
+}
