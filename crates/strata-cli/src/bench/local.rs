@@ -45,6 +45,8 @@ pub struct ModelInfo {
     pub model_n_params: u64,
     /// Workers of the CPU pool (the calling thread included).
     pub n_threads: usize,
+    /// Where the forward runs: `CPU (strata)`, or the device backend's name (`-ngl`).
+    pub backend: String,
     pub load_ms: f64,
     /// Resident memory after load, in bytes (Linux `VmRSS`; 0 elsewhere).
     pub rss_after_load: u64,
@@ -222,6 +224,9 @@ pub fn load(args: &ModelArgs, models_dir: &Path) -> Result<(Model, ModelInfo)> {
         model_size: size,
         model_n_params: params,
         n_threads: strata_engine::pool::current_workers(),
+        backend: model
+            .device()
+            .map_or("CPU (strata)".to_string(), |d| d.name()),
         load_ms,
         rss_after_load: rss_bytes(),
     };
@@ -413,11 +418,12 @@ pub fn table(info: &ModelInfo, results: &[TestResult]) -> String {
     );
     for r in results {
         s += &format!(
-            "| {name} | {} | {} | {:.2} GiB | {:.2} B | CPU (strata) | {} | {} | {:.2} ± {:.2} |\n",
+            "| {name} | {} | {} | {:.2} GiB | {:.2} B | {} | {} | {} | {:.2} ± {:.2} |\n",
             info.arch,
             info.model_type,
             info.model_size as f64 / (1u64 << 30) as f64,
             info.model_n_params as f64 / 1e9,
+            info.backend,
             info.n_threads,
             r.test,
             r.avg_ts,
