@@ -147,17 +147,16 @@ pub enum KvRows<'a> {
 /// of them is written again (a rollback that rewrites positions).
 #[derive(Clone, Debug, Default)]
 pub struct BlockKeyCache {
-    /// Keys of blocks `0..n`.
+    /// Keys `[di]` of blocks `0, 1, …`.
     pub keys: Vec<f32>,
-    pub n: usize,
     /// Positions below this have not been written since the keys were pooled.
     pub clean: usize,
 }
 
 impl BlockKeyCache {
-    /// Blocks of `ratio` positions whose cached keys are still valid.
-    pub fn valid(&self, ratio: usize) -> usize {
-        self.n.min(self.clean / ratio.max(1))
+    /// Blocks of `ratio` positions whose cached keys (`di` wide) are still valid.
+    pub fn valid(&self, ratio: usize, di: usize) -> usize {
+        (self.keys.len() / di.max(1)).min(self.clean / ratio.max(1))
     }
 }
 

@@ -129,7 +129,7 @@ pub fn qsa_attention(
             .index_keys_and_blocks()
             .expect("a QSA layer caches indexer keys");
         // Pool only the blocks completed (or rewritten) since the last call.
-        let valid = cache.valid(qsa.ratio).min(n_blocks);
+        let valid = cache.valid(qsa.ratio, qsa.head_dim).min(n_blocks);
         cache.keys.truncate(valid * qsa.head_dim);
         POOLING.with(|cell| {
             let bks = &mut *cell.borrow_mut();
@@ -142,7 +142,7 @@ pub fn qsa_attention(
                 &mut cache.keys,
             );
         });
-        (cache.n, cache.clean) = (n_blocks, usize::MAX);
+        cache.clean = usize::MAX;
     }
     let kv = &*kv;
     let cache = kv

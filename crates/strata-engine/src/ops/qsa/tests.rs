@@ -227,10 +227,11 @@ fn cached_block_keys_follow_rewritten_positions() {
     let n = c.n_pos;
     let _ = c.run(0, n);
     let blocks = c.cache.layers[0].block_key_cache().unwrap();
+    let pooled = n / c.qsa.ratio;
     assert_eq!(
-        blocks.n,
-        n / c.qsa.ratio,
-        "every complete block is pooled once"
+        blocks.keys.len(),
+        pooled * DI,
+        "every complete block is pooled"
     );
     // Rewrite positions 9.. (blocks 2.. change; blocks 0 and 1 stay valid in the cache).
     let mut fresh = case(KvType::F32);
@@ -243,7 +244,7 @@ fn cached_block_keys_follow_rewritten_positions() {
         c.cache.layers[0]
             .block_key_cache()
             .unwrap()
-            .valid(c.qsa.ratio),
+            .valid(c.qsa.ratio, DI),
         2
     );
     let want = fresh.run(0, n);
