@@ -9,8 +9,9 @@
 //! o = Sᵀq / √d_k
 //! ```
 //!
-//! S is `d_k × d_v`; stored transposed (`[d_v][d_k]`, ggml's layout). [`delta_rule_recurrent`]
-//! runs it one token at a time for decode and prefill alike, so a position's output never
+//! S is `d_k × d_v`, stored row-major (`[d_k][d_v]`; ggml stores it transposed: Strata's state
+//! never leaves the process, and this way the value dimensions are the vector lanes).
+//! [`delta_rule_recurrent`] runs it one token at a time for decode and prefill alike, so a position's output never
 //! depends on how many tokens came in its call (batch invariance). Semantics as llama.cpp's
 //! `ggml_gated_delta_net` (`ggml-cpu/ops.cpp`) and `llm_build_delta_net_base`. (A chunkwise
 //! form (Yang et al., "Parallelizing Linear Transformers with the Delta Rule over Sequence
@@ -24,8 +25,9 @@
 
 use std::cell::RefCell;
 
-use super::{axpy, dot, par_chunks};
+use super::par_chunks;
 use crate::pool::{Blocks, Pool};
+use strata_quant::Isa;
 
 /// Fewest state elements × tokens worth a pool task: heads are grouped until a task updates
 /// at least this much state. One 64 × 64 head of one decode token is a task of its own; a
@@ -106,7 +108,11 @@ impl<'a> DeltaInputs<'a> {
     }
 }
 
-/// Runs the recurrence token by token. `state`: `[n_v_heads][d_v][d_k]`, updated;
+/// Value dimensions per block of [`Head::run`]: a block of a 128-wide key head is 32 KiB of
+/// state.
+const COLUMNS: usize = 64;
+
+/// Runs the recurrence token by token. `state`: `[n_v_heads][d_k][d_v]`, updated;
 /// `out`: `[T][n_v_heads][d_v]`. Heads run in parallel on `pool`.
 pub fn delta_rule_recurrent(
     pool: &Pool,
@@ -121,8 +127,12 @@ pub fn delta_rule_recurrent(
     });
 }
 
-/// [`delta_rule_recurrent`] of head `h`: `st` is its `[d_v][d_k]` state, `o` its `[T][d_v]`
+/// [`delta_rule_recurrent`] of head `h`: `st` is its `[d_k][d_v]` state, `o` its `[T][d_v]`
 /// outputs.
+///
+/// Compiled for the widest vector unit [`Isa::best`] allows. Every path does the same
+/// arithmetic in the same order (lanes are value dimensions; separate multiplies and adds:
+/// Rust never fuses them), so the bits do not depend on the path, only the speed does.
 fn recurrent_head(
     s: &DeltaShape,
     x: DeltaInputs<'_>,
@@ -131,23 +141,139 @@ fn recurrent_head(
     o: &mut [f32],
     scale: f32,
 ) {
-    let dk = s.d_k;
-    for (t, ot) in o.chunks_exact_mut(s.d_v).enumerate() {
-        let r = x.rows(s, t, h);
-        let decay = r.g.exp();
-        st.iter_mut().for_each(|v| *v *= decay);
-        for (j, row) in st.chunks_exact_mut(dk).enumerate() {
-            let delta = (r.v[j] - dot(row, r.k)) * r.b;
-            axpy(delta, r.k, row);
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        unsafe fn avx512(a: Head<'_, '_>) {
+            a.run()
         }
-        for (oj, row) in ot.iter_mut().zip(st.chunks_exact(dk)) {
-            *oj = dot(row, r.q) * scale;
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2(a: Head<'_, '_>) {
+            a.run()
+        }
+        let a = Head {
+            s,
+            x,
+            h,
+            st,
+            o,
+            scale,
+        };
+        // SAFETY: `Isa::best` only returns paths whose features this CPU has.
+        return match Isa::best() {
+            Isa::Avx512 => unsafe { avx512(a) },
+            Isa::Avx2 | Isa::AvxVnni => unsafe { avx2(a) },
+            _ => a.run(),
+        };
+    }
+    #[allow(unreachable_code)]
+    Head {
+        s,
+        x,
+        h,
+        st,
+        o,
+        scale,
+    }
+    .run()
+}
+
+/// The arguments of [`recurrent_head`].
+struct Head<'a, 'b> {
+    s: &'b DeltaShape,
+    x: DeltaInputs<'a>,
+    h: usize,
+    st: &'b mut [f32],
+    o: &'b mut [f32],
+    scale: f32,
+}
+
+impl Head<'_, '_> {
+    /// The recurrence of one head, token by token, in blocks of value dimensions (columns of
+    /// S): [`COLUMNS`] at a time, then 16, then one.
+    ///
+    /// Column `j` of S (value dimension `j`) evolves on its own: `δ_j` reads only column `j`,
+    /// and the update adds `k·δ_j` to it. So each block of columns runs every token before the
+    /// next block starts, its `d_k × COLUMNS` floats staying in L1 (32 KiB for 128-wide keys), and every loop runs along
+    /// the columns (the vector lanes) with each sum over `i` (the key dimension) taken in
+    /// order: the same bits at any vector width and in any block.
+    #[inline(always)]
+    fn run(mut self) {
+        let dv = self.s.d_v;
+        let mut j0 = 0;
+        while j0 + COLUMNS <= dv {
+            self.columns::<COLUMNS>(j0);
+            j0 += COLUMNS;
+        }
+        while j0 + 16 <= dv {
+            self.columns::<16>(j0);
+            j0 += 16;
+        }
+        while j0 < dv {
+            self.columns::<1>(j0);
+            j0 += 1;
+        }
+    }
+
+    /// Columns `j0..j0 + N` for every token (`N` a constant, so the sums stay in registers).
+    /// One pass over the block per token: token t's correction and read-out share it with
+    /// token t + 1's decay and `Sᵀk` (each element's operations in the recurrence's order).
+    #[inline(always)]
+    fn columns<const N: usize>(&mut self, j0: usize) {
+        let (s, x, dv) = (self.s, self.x, self.s.d_v);
+        let t_n = self.o.len() / dv;
+        // Decays S and returns Sᵀk for token `t` (the first token's pass of its own).
+        let mut sk = [0.0f32; N];
+        let r0 = x.rows(s, 0, self.h);
+        let decay = r0.g.exp();
+        for (i, &ki) in r0.k.iter().enumerate() {
+            let row: &mut [f32; N] = (&mut self.st[i * dv + j0..][..N]).try_into().unwrap();
+            for (a, v) in sk.iter_mut().zip(row.iter_mut()) {
+                *v *= decay;
+                *a += *v * ki;
+            }
+        }
+        for t in 0..t_n {
+            let r = x.rows(s, t, self.h);
+            // δ = β·(v − Sᵀk).
+            let v: &[f32; N] = r.v[j0..j0 + N].try_into().unwrap();
+            let delta: [f32; N] = std::array::from_fn(|j| (v[j] - sk[j]) * r.b);
+            // S += k·δᵀ and Sᵀq; then the next token's decay and Sᵀk.
+            let mut sq = [0.0f32; N];
+            sk = [0.0f32; N];
+            if t + 1 < t_n {
+                let next = x.rows(s, t + 1, self.h);
+                let decay = next.g.exp();
+                let ks = r.k.iter().zip(r.q).zip(next.k);
+                for (i, ((&ki, &qi), &kn)) in ks.enumerate() {
+                    let row: &mut [f32; N] = (&mut self.st[i * dv + j0..][..N]).try_into().unwrap();
+                    for j in 0..N {
+                        let mut v = row[j] + ki * delta[j];
+                        sq[j] += v * qi;
+                        v *= decay;
+                        sk[j] += v * kn;
+                        row[j] = v;
+                    }
+                }
+            } else {
+                for (i, (&ki, &qi)) in r.k.iter().zip(r.q).enumerate() {
+                    let row: &mut [f32; N] = (&mut self.st[i * dv + j0..][..N]).try_into().unwrap();
+                    for j in 0..N {
+                        row[j] += ki * delta[j];
+                        sq[j] += row[j] * qi;
+                    }
+                }
+            }
+            let out = &mut self.o[t * dv + j0..][..N];
+            for (o, a) in out.iter_mut().zip(sq) {
+                *o = a * self.scale;
+            }
         }
     }
 }
 
 /// Runs `f(h, state_h, out_h)` for every value head `h` in tasks of `pool`, with
-/// `state_h` the head's `[d_v][d_k]` state and `out_h` its `[T][d_v]` outputs, which end up in
+/// `state_h` the head's `[d_k][d_v]` state and `out_h` its `[T][d_v]` outputs, which end up in
 /// `out` (`[T][n_v_heads][d_v]`).
 ///
 /// Task `g` runs the `g`-th group of heads; group size depends only on the shape, and what is

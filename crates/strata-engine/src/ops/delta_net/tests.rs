@@ -81,11 +81,11 @@ fn recurrent_step_matches_the_naive_delta_rule() {
     delta_rule_recurrent(crate::pool::global(), &s, c.inputs(), &mut state, &mut out);
     for h in 0..s.n_v_heads {
         let kh = h / 2;
-        // S[i][j] (d_k × d_v) in f64, from the transposed storage.
+        // S[i][j] (d_k × d_v) in f64, from the row-major storage.
         let mut m: Vec<Vec<f64>> = (0..dk)
             .map(|i| {
                 (0..dv)
-                    .map(|j| c.state[(h * dv + j) * dk + i] as f64)
+                    .map(|j| c.state[(h * dk + i) * dv + j] as f64)
                     .collect()
             })
             .collect();
@@ -113,7 +113,7 @@ fn recurrent_step_matches_the_naive_delta_rule() {
         }
         for i in 0..dk {
             for j in 0..dv {
-                let got = state[(h * dv + j) * dk + i] as f64;
+                let got = state[(h * dk + i) * dv + j] as f64;
                 assert!((m[i][j] - got).abs() < 1e-5);
             }
         }
@@ -288,6 +288,48 @@ fn heads_match_each_head_run_alone(key_heads: KeyHeads) {
                     "{form} {key_heads:?} T={t_n} head {h}: outputs"
                 );
             }
+        }
+    }
+}
+
+#[test]
+fn the_vector_paths_give_the_portable_bits() {
+    // Qwen3-Next's 128 × 128 heads (two column blocks), and odd widths (a short block).
+    for (d_k, d_v) in [(128, 128), (37, 24), (16, 70)] {
+        let shape = DeltaShape {
+            n_v_heads: 2,
+            n_k_heads: 1,
+            d_k,
+            d_v,
+            key_heads: KeyHeads::Grouped,
+        };
+        let c = case_of(shape, 5, 11);
+        let scale = 1.0 / (d_k as f32).sqrt();
+        for h in 0..2 {
+            let head = |st: &mut Vec<f32>, o: &mut Vec<f32>, dispatched: bool| {
+                let (st, o) = (&mut st[h * d_v * d_k..(h + 1) * d_v * d_k], &mut o[..]);
+                if dispatched {
+                    recurrent_head(&shape, c.inputs(), h, st, o, scale);
+                } else {
+                    let (s, x) = (&shape, c.inputs());
+                    Head {
+                        s,
+                        x,
+                        h,
+                        st,
+                        o,
+                        scale,
+                    }
+                    .run();
+                }
+            };
+            let (mut st_a, mut o_a) = (c.state.clone(), vec![0.0; 5 * d_v]);
+            let (mut st_b, mut o_b) = (c.state.clone(), vec![0.0; 5 * d_v]);
+            head(&mut st_a, &mut o_a, true);
+            head(&mut st_b, &mut o_b, false);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&o_a), bits(&o_b), "{} d_k {d_k}", Isa::best().name());
+            assert_eq!(bits(&st_a), bits(&st_b));
         }
     }
 }
