@@ -38,6 +38,15 @@ impl Vulkan {
     ) -> Result<(), VkError> {
         let (n_expert, k, d) = (w.gate.n_expert, w.n_used, w.router.cols);
         let (t_n, n_ff) = (x.rows, w.gate.rows());
+        if x.cols != d || w.router.rows != n_expert {
+            return Err(VkError::Shape {
+                op: "moe",
+                what: format!(
+                    "{} input columns, a {}×{} router for {n_expert} experts of {d}",
+                    x.cols, w.router.rows, w.router.cols
+                ),
+            });
+        }
         if t_n == 0 {
             return self.output(out, 0, d);
         }
