@@ -2,7 +2,8 @@
 # The Vulkan backend's tests on lavapipe (Mesa's CPU Vulkan driver): its kernels, and whole
 # dense models against the CPU (tests/models.rs: the tiny models of make_tiny_models.sh and
 # SmolLM2-135M, which must be in place with CI=true); then one build of the `strata` binary
-# with the `vulkan` feature and a short `strata run -ngl 99` on the device, each timed.
+# with the `vulkan` feature and short `strata run -ngl 99` runs on the device (SmolLM2-135M,
+# qwen3moe-tiny), each timed.
 #
 # Needs the Vulkan loader and lavapipe (Debian: libvulkan1 mesa-vulkan-drivers) and a shaderc
 # library for build.rs (libshaderc-dev; without it the shaderc crate builds shaderc from
@@ -77,5 +78,16 @@ if [ "$part" = all ] || [ "$part" = cli ]; then
     echo "$out" | grep -q "offloaded 30/30 layers" || { echo "vulkan: -ngl 99 did not offload" >&2; exit 1; }
     echo "$out" | grep -q "Paris" || { echo "vulkan: -ngl 99 did not answer Paris" >&2; exit 1; }
     took "$t0" "$t1" "strata run -ngl 99 (SmolLM2-135M, 4 tokens)"
+  fi
+  # qwen3moe (routed experts on the device): offloaded, and in F32 (no activation
+  # quantization on the CPU) the same greedy text as the CPU.
+  moe="${STRATA_TINY_DIR:-$HOME/.cache/strata/tiny}/qwen3moe-tiny/qwen3moe-tiny-F32.gguf"
+  if [ -f "$moe" ]; then
+    run_moe() { "$target/release/strata" run -m "$moe" -p "The capital of France is" -n 16 --temp 0 "$@"; }
+    gpu=$(run_moe -ngl 99 2>"$target/moe-ngl.err")
+    cpu=$(run_moe 2>/dev/null)
+    grep -q "offloaded 4/4 layers" "$target/moe-ngl.err" || { echo "vulkan: qwen3moe-tiny was not offloaded" >&2; cat "$target/moe-ngl.err" >&2; exit 1; }
+    [ "$gpu" = "$cpu" ] || { printf 'vulkan: qwen3moe-tiny F32 text differs\n-ngl 99: %s\ncpu:     %s\n' "$gpu" "$cpu" >&2; exit 1; }
+    echo "vulkan: qwen3moe-tiny F32 with -ngl 99 gives the CPU's 16 greedy tokens"
   fi
 fi

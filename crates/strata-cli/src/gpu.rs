@@ -1,8 +1,9 @@
 //! `-ngl/--gpu-layers N` and `--device N`: where a loaded model's layers run.
 //!
 //! With the `vulkan` feature, a Vulkan device and a dense model (llama, qwen2, qwen3,
-//! gemma3), `-ngl N` with N ≥ the layer count (or -1) runs every layer, the embedding and the
-//! LM head on the device; its weights are uploaded at load. Partial offload, other
+//! gemma3) or qwen3moe, `-ngl N` with N ≥ the layer count (or -1) runs every layer (with
+//! qwen3moe's routed experts), the embedding and the LM head on the device; its weights are
+//! uploaded at load. Partial offload, other
 //! architectures, a missing loader or device: one line saying so, and the CPU runs the model.
 
 use strata_engine::Model;

@@ -1,6 +1,8 @@
 #version 450
-// y[t][row] = Σ_c x[t][c] · W[row][c] for up to MAX_T tokens: one workgroup per weight row
-// (row = workgroup x + z · number of x groups), one workgroup column (y) per MAX_T tokens.
+// y[t][row] = Σ_c x[t][c] · W[w_row0 + row][c] for up to MAX_T tokens: one workgroup per
+// weight row (row = workgroup x + z · number of x groups), one workgroup column (y) per MAX_T
+// tokens. w_row0 and t_off address a row range of W (one expert of a 3-D expert tensor) and
+// a run of x and y rows (the tokens routed to it), so an expert needs no copy of its own.
 // W is read in its ggml block layout from a word buffer (see dequant.glsl, one TYPE_* macro
 // per variant). Each invocation dequantizes 32-element chunks of the row (chunk c, c + WG,
 // …), dots them with every token's x, and the workgroup sums the partials: subgroupAdd then
@@ -25,6 +27,8 @@ layout(push_constant) uniform Params {
     uint n_t;       // tokens in x and y
     uint y_stride;  // y columns (= rows, or more when W is one row range of a larger matrix)
     uint y_off;     // y column of weight row 0
+    uint w_row0;    // first weight row used
+    uint t_off;     // x and y row of token 0
 } p;
 
 layout(std430, binding = 0) readonly buffer Weights { uint w[]; };
@@ -44,7 +48,7 @@ void main() {
     }
     const uint nt = min(MAX_T, p.n_t - t0);
     const uint tid = gl_LocalInvocationID.x;
-    const uint base = row * p.row_bytes;
+    const uint base = (p.w_row0 + row) * p.row_bytes;
     const uint chunks = (p.cols + 31) / 32;
 
     float acc[MAX_T];
@@ -57,7 +61,7 @@ void main() {
         const uint e0 = c * 32;
         const uint n = min(32, p.cols - e0);
         for (uint t = 0; t < nt; t++) {
-            const uint xo = (t0 + t) * p.cols + e0;
+            const uint xo = (p.t_off + t0 + t) * p.cols + e0;
             float s = 0.0;
             for (uint i = 0; i < n; i++) {
                 s += v[i] * x[xo + i];
@@ -82,7 +86,7 @@ void main() {
             for (uint g = 0; g < gl_NumSubgroups; g++) {
                 s += partial[g * MAX_T + t];
             }
-            y[(t0 + t) * p.y_stride + p.y_off + row] = s;
+            y[(p.t_off + t0 + t) * p.y_stride + p.y_off + row] = s;
         }
     }
 #else
@@ -100,7 +104,7 @@ void main() {
     }
     if (tid == 0) {
         for (uint t = 0; t < nt; t++) {
-            y[(t0 + t) * p.y_stride + p.y_off + row] = partial[t];
+            y[(p.t_off + t0 + t) * p.y_stride + p.y_off + row] = partial[t];
         }
     }
 #endif

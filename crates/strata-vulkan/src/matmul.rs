@@ -1,5 +1,7 @@
 //! Quantized matrix-vector and small matrix-matrix products on weights in ggml block layout.
 
+use std::ops::Range;
+
 use strata_quant::GgmlType;
 
 use crate::buffer::Buffer;
@@ -103,23 +105,49 @@ impl Kernels {
         x: &'a Buffer,
         n_t: usize,
         y: &'a Buffer,
+        y_cols: (usize, usize),
+    ) -> Result<(), VkError> {
+        self.matmul_rows(rec, (w, 0..w.rows), x, (0, n_t), y, y_cols)
+    }
+
+    /// Records `y[t_off + t][y_off + r] = x[t_off + t]·W[w_rows.start + r]` for the rows
+    /// `w_rows` of `w` and the `n_t` rows of `x` and `y` from `t_off`, into a `y` of
+    /// `y_stride` columns (`x`: `w.cols` columns): one expert of a 3-D expert tensor, which
+    /// is a row range of its matrix, over the tokens routed to it — no per-expert copy.
+    ///
+    /// Errors: [`VkError::Shape`] when `w_rows` is outside `w`, a buffer is too small or
+    /// the rows do not fit the stride; pipeline errors.
+    pub fn matmul_rows<'a>(
+        &self,
+        rec: &mut Recorder<'a>,
+        (w, w_rows): (&'a QMatrix, Range<usize>),
+        x: &'a Buffer,
+        (t_off, n_t): (usize, usize),
+        y: &'a Buffer,
         (y_stride, y_off): (usize, usize),
     ) -> Result<(), VkError> {
-        if y_off + w.rows > y_stride {
+        if w_rows.start > w_rows.end || w_rows.end > w.rows {
             return Err(VkError::Shape {
                 op: "matmul",
-                what: format!("rows {y_off}..{} past {y_stride} columns", y_off + w.rows),
+                what: format!("weight rows {w_rows:?} of {}", w.rows),
             });
         }
-        check_f32("matmul", "x", x, n_t * w.cols)?;
-        check_f32("matmul", "y", y, n_t * y_stride)?;
-        if n_t == 0 || w.rows == 0 {
+        let n_rows = w_rows.len();
+        if y_off + n_rows > y_stride {
+            return Err(VkError::Shape {
+                op: "matmul",
+                what: format!("rows {y_off}..{} past {y_stride} columns", y_off + n_rows),
+            });
+        }
+        check_f32("matmul", "x", x, (t_off + n_t) * w.cols)?;
+        check_f32("matmul", "y", y, (t_off + n_t) * y_stride)?;
+        if n_t == 0 || n_rows == 0 {
             return Ok(());
         }
         let (name, spirv) = shaders::mul_mat_vec(w.ty, self.reduction == Reduction::Subgroup)
             .ok_or(VkError::UnsupportedType(w.ty))?;
-        let p = self.pipeline(name, spirv, 3, 24, &[self.wg])?;
-        let rows = u32_of("matmul", w.rows)?;
+        let p = self.pipeline(name, spirv, 3, 32, &[self.wg])?;
+        let rows = u32_of("matmul", n_rows)?;
         let args = push(&[
             rows,
             u32_of("matmul", w.cols)?,
@@ -127,6 +155,8 @@ impl Kernels {
             u32_of("matmul", n_t)?,
             u32_of("matmul", y_stride)?,
             u32_of("matmul", y_off)?,
+            u32_of("matmul", w_rows.start)?,
+            u32_of("matmul", t_off)?,
         ]);
         let groups = [
             rows.min(MAX_GROUPS),

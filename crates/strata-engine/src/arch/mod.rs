@@ -128,9 +128,10 @@ impl Graph {
         }
     }
 
-    /// The weight matrices of a dense graph (embedding, every layer's projections, LM head),
-    /// for a device backend to upload at load; `None` for the other architectures and for
-    /// routed experts (qwen3moe), which no device backend runs yet.
+    /// The weight matrices of a graph of the dense family (embedding, every layer's
+    /// projections — for qwen3moe its router and its three whole expert tensors — LM head),
+    /// for a device backend to upload at load; `None` for the other architectures, which no
+    /// device backend runs yet.
     pub fn dense_matrices(&self) -> Option<Vec<&Matrix<'static>>> {
         let Graph::Dense(w) = self else { return None };
         let mut out = vec![&w.token_embd];
@@ -142,7 +143,9 @@ impl Graph {
                     w_up,
                     w_down,
                 } => out.extend([w_gate, w_up, w_down]),
-                dense::weights::Ffn::Moe(_) => return None,
+                dense::weights::Ffn::Moe(m) => {
+                    out.extend([&m.router, &m.gate.all, &m.up.all, &m.down.all])
+                }
             }
         }
         out.push(&w.output);

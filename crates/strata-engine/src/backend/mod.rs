@@ -15,8 +15,9 @@
 //!   run's [`SeqRun`]s, so a sequence keeps its state while any backend computes on it.
 //!
 //! [`Cpu`] is today's kernels on a worker pool that it is given explicitly. Every backend is
-//! checked op by op against the CPU's scalar path by `tests/conformance.rs`, which runs the
-//! same cases through this trait; a new backend plugs into that suite.
+//! checked op by op by the cases of `tests/conformance_cases/`, run through this trait: the
+//! CPU's instruction-set paths against its scalar path (`tests/conformance.rs`), a device
+//! backend against the CPU (strata-vulkan's `tests/conformance.rs` includes the same cases).
 //!
 //! Shapes below: `T` = rows of the run (tokens of every sequence in it), row-major `[T][dim]`.
 

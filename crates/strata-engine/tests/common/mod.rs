@@ -8,7 +8,10 @@ use serde::Deserialize;
 
 pub mod npy;
 pub mod qwen4exp;
+mod rng;
 pub mod tiny;
+
+pub use rng::Rng;
 
 /// The three real models, by known name and file name (see scripts/make_refs.py).
 pub const MODELS: [(&str, &str); 3] = [
@@ -121,32 +124,4 @@ pub fn sha256_file(path: &std::path::Path) -> String {
 pub fn log_sum_exp(row: &[f32]) -> f64 {
     let m = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
     m + row.iter().map(|l| (*l as f64 - m).exp()).sum::<f64>().ln()
-}
-
-/// A small deterministic generator (splitmix64) for test inputs and cut points.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n`.
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// Uniform in [-1, 1).
-    pub fn f(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-
-    /// `n` values uniform in [-scale, scale).
-    pub fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
-        (0..n).map(|_| self.f() * scale).collect()
-    }
 }

@@ -8,7 +8,8 @@ use crate::device::Device;
 use crate::error::VkError;
 use crate::matmul::QMatrix;
 
-/// Device memory: activations in [`VkBuf`]; no MoE scratch (MoE is not supported yet).
+/// Device memory: activations in [`VkBuf`]; no MoE scratch (the routed experts allocate
+/// their few buffers per call: simple first).
 #[derive(Default)]
 pub struct VkMem;
 

@@ -1,16 +1,18 @@
 //! [`Vulkan`]: the engine's [`Backend`] on one Vulkan device — the ops of dense models
-//! (llama, qwen2, qwen3, gemma3) on device buffers, weights uploaded once and found again by
+//! (llama, qwen2, qwen3, gemma3) and qwen3moe's routed experts on device buffers, weights uploaded once and found again by
 //! their address, KV caches mirrored on the device ([`crate::kv_mirror`]).
 //!
 //! Each op records its kernels and waits for them (one submission per op): correctness first;
-//! batching a whole forward into few submissions is the next step for speed. Ops the dense
-//! graph does not use (recurrent layers, MoE, hyper-connections, QSA, PLE) are reported as
+//! batching a whole forward into few submissions is the next step for speed. Ops those
+//! graphs do not use (recurrent layers, hyper-connections, QSA, PLE) are reported as
 //! [`EngineError::Unsupported`]: those that return nothing record the error, which
 //! [`Backend::finish`] returns at the end of the run.
 //!
-//! `memory.rs`: the buffers (`VkBuf`) and device weights; `ops.rs`: the ops.
+//! `memory.rs`: the buffers (`VkBuf`) and device weights; `ops.rs`: the ops; `moe.rs`: the
+//! routed experts.
 
 mod memory;
+mod moe;
 mod ops;
 
 pub use memory::{VkBuf, VkMem};

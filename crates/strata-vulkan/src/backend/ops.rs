@@ -295,12 +295,12 @@ impl Backend for Vulkan {
 
     fn moe(
         &self,
-        _: &MoeWeights,
-        _: &mut VkBuf,
-        _: &mut VkBuf,
+        w: &MoeWeights,
+        x: &mut VkBuf,
+        out: &mut VkBuf,
         _: &mut (),
     ) -> Result<(), EngineError> {
-        Err(self.unsupported("moe (routed experts)"))
+        self.moe_ffn(w, x, out).map_err(|e| self.device_err(e))
     }
 
     fn upload(&self, src: &[f32], cols: usize, b: &mut VkBuf) {
