@@ -105,6 +105,39 @@ fn bench_gemm(c: &mut Criterion) {
     }
 }
 
+/// One routed expert's matrix in a prefill chunk: 512 rows × 2048 columns (Qwen3-Next's and
+/// qwen4exp's expert width), against the few tokens a chunk routes to one expert (512 tokens ×
+/// 10 of 512 experts ≈ 10; Qwen3-30B-A3B's 8 of 128 ≈ 32). Filter with `-- expert`.
+fn bench_expert(c: &mut Criterion) {
+    let (ty, n, n_rows) = (GgmlType::Q4_K, 2048, 512);
+    let w = rows(ty, n_rows, n, 1);
+    let mut group = c.benchmark_group(format!("expert/{ty}"));
+    for n_tok in [1, 2, 4, 8, 10, 16, 32, 64] {
+        let acts = rows(vec_dot_type(ty).unwrap(), n_tok, n, 2);
+        let mut out = vec![0.0f32; n_rows * n_tok];
+        group.throughput(Throughput::Elements((n_rows * n_tok * n) as u64));
+        group.bench_function(
+            BenchmarkId::new(format!("gemm/{}", Isa::best()), n_tok),
+            |b| {
+                b.iter(|| {
+                    gemm_on(
+                        Isa::best(),
+                        ty,
+                        black_box(&w),
+                        n_rows,
+                        &acts,
+                        n_tok,
+                        &mut out,
+                        n_rows,
+                    )
+                    .unwrap()
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_millis(500))
@@ -115,6 +148,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = bench_gemm
+    targets = bench_gemm, bench_expert
 }
 criterion_main!(benches);

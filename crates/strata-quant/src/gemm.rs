@@ -119,9 +119,6 @@ pub(crate) fn gemm_with(
     if out.len() < needed {
         check_len(ty, "output (floats)", needed, out.len())?;
     }
-    if n_tok == 1 {
-        return decode_rows(cpu, ty, w, wrb, acts, &mut out[..n_rows]);
-    }
     let job = Job {
         w,
         n_rows,
@@ -130,8 +127,12 @@ pub(crate) fn gemm_with(
         out: &mut *out,
         out_stride,
     };
+    // One token goes to the tiles only where a kernel asks for it (`Tile::PREP_ONCE`).
     if cpu.gemm_tiles(ty, job) {
         return Ok(());
+    }
+    if n_tok == 1 {
+        return decode_rows(cpu, ty, w, wrb, acts, &mut out[..n_rows]);
     }
     for t in 0..n_tok {
         let a = &acts[t * arb..(t + 1) * arb];

@@ -62,6 +62,11 @@ pub(crate) trait Tile {
     /// # Safety
     /// As for [`Tile::zero`].
     unsafe fn finish(acc: [Self::Acc; 2], w_tail: &[Self::W], a_tail: &[Self::A]) -> f32;
+    /// Whether one token runs through [`few`] (its activations prepared once, the rows
+    /// streaming past) rather than the path's decode row loop (one `vec_dot` per row, which
+    /// prepares the activations again for every row): for kernels whose preparation costs
+    /// about as much as a step. Only such kernels' tiles see one-token jobs.
+    const PREP_ONCE: bool = false;
     /// [`Tile::finish`] of four (row, token) pairs whose rows end on a whole step (no tail
     /// blocks), so a kernel can reduce the four at once.
     ///
@@ -143,7 +148,8 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
         stride: job.out_stride,
     };
     let (n_rows, n_tok) = (job.n_rows, job.n_tok);
-    if (2..=FEW_MAX).contains(&n_tok) && few::<K>(&mut m, n_rows, n_tok) {
+    let few_min = if K::PREP_ONCE { 1 } else { 2 };
+    if (few_min..=FEW_MAX).contains(&n_tok) && few::<K>(&mut m, n_rows, n_tok) {
         return;
     }
     let (rows_tiled, toks_tiled) = (n_rows / R * R, n_tok / T * T);
@@ -307,7 +313,8 @@ thread_local! {
     static PREP_CACHE: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
 }
 
-/// A small batch (2 to [`FEW_MAX`] tokens: several sequences decoding together): every
+/// A small batch (2 to [`FEW_MAX`] tokens: several sequences decoding together; from one
+/// token for a [`Tile::PREP_ONCE`] kernel): every
 /// token's activations are prepared once into a per-thread scratch, then the rows stream by
 /// one at a time, each weight step decoded once into registers and applied to every token (in
 /// groups of at most 4, the decoded step staying in registers), with the bytes ahead of the row
@@ -316,7 +323,7 @@ thread_local! {
 /// (nothing written) when the prepared activations would not fit the scratch.
 ///
 /// # Safety
-/// As for [`run`]; `2 <= n_tok <= FEW_MAX`.
+/// As for [`run`]; `1 <= n_tok <= FEW_MAX`.
 #[inline(always)]
 unsafe fn few<K: Tile>(m: &mut Mat<'_, K::W, K::A>, n_rows: usize, n_tok: usize) -> bool {
     let nb = m.nb;

@@ -24,6 +24,10 @@ use crate::{Block, BlockIQ4_NL, GgmlType};
 #[inline(always)]
 pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
     use GgmlType as T;
+    if job.n_tok == 1 {
+        // No kernel here prepares a token once (`Tile::PREP_ONCE`): the decode row loop runs it.
+        return false;
+    }
     match ty {
         T::Q4_0 => run::<Symmetric<BlockQ4_0, M>, 3, 4>(job),
         T::Q5_0 => run::<Symmetric<BlockQ5_0, M>, 3, 4>(job),

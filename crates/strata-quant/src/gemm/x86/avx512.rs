@@ -10,6 +10,7 @@ use super::reduce::{hsum4_ps128, lanes, reduce4};
 use crate::dot::x86::avx2::legacy as avx2;
 use crate::dot::x86::avx512::k_quants::{load_pair, scale_pick, AffineK};
 use crate::dot::x86::avx512::legacy::{Affine, Offset};
+use crate::dot::x86::avx512::q4_k;
 use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps128, Avx512Vnni};
 use crate::iq4::BlockIQ4_XS;
 use crate::iq_tables::KVALUES_IQ4NL;
@@ -26,6 +27,16 @@ use crate::{BlockIQ4_NL, GgmlType};
 #[inline(always)]
 pub(super) unsafe fn gemm(ty: GgmlType, job: Job<'_>) -> bool {
     use GgmlType as T;
+    if job.n_tok == 1 {
+        // One token: only the kernels that prepare it once (`Tile::PREP_ONCE`).
+        return match ty {
+            T::Q4_K => {
+                run::<Q4K, 4, 2>(job);
+                true
+            }
+            _ => false,
+        };
+    }
     match ty {
         T::Q4_0 => symmetric::<BlockQ4_0>(job),
         T::Q5_0 => symmetric::<BlockQ5_0>(job),
@@ -33,7 +44,7 @@ pub(super) unsafe fn gemm(ty: GgmlType, job: Job<'_>) -> bool {
         T::IQ4_NL => symmetric::<BlockIQ4_NL>(job),
         T::Q4_1 => run::<AffinePair<BlockQ4_1>, 2, 4>(job),
         T::Q5_1 => run::<AffinePair<BlockQ5_1>, 2, 4>(job),
-        T::Q4_K => run::<AffineKTile<BlockQ4_K>, 2, 2>(job),
+        T::Q4_K => run::<Q4K, 4, 2>(job),
         T::Q5_K => run::<AffineKTile<BlockQ5_K>, 4, 4>(job),
         T::Q6_K => run::<Q6K, 4, 4>(job),
         T::IQ4_XS => run::<IQ4XS, 4, 4>(job),
@@ -449,5 +460,40 @@ impl Tile for IQ4XS {
     #[inline(always)]
     unsafe fn finish4(acc: [[__m512; 2]; 4]) -> [f32; 4] {
         lanes(reduce4([acc[0][0], acc[1][0], acc[2][0], acc[3][0]]))
+    }
+}
+
+/// Q4_K against Q8_K with `vpdpbusd` over sub-block-rearranged quants (`dot/x86/avx512/q4_k.rs`).
+pub(super) struct Q4K;
+
+impl Tile for Q4K {
+    type W = BlockQ4_K;
+    type A = BlockQ8_K;
+    const STEP: usize = 1;
+    const CHAINS: usize = 1;
+    const PREP_ONCE: bool = true;
+    type Dec = q4_k::Dec;
+    type Prep = q4_k::Prep;
+    type Acc = __m512;
+
+    #[inline(always)]
+    unsafe fn decode(w: *const BlockQ4_K) -> Self::Dec {
+        q4_k::decode(&*w)
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
+        q4_k::prep(&*a)
+    }
+    #[inline(always)]
+    unsafe fn zero() -> Self::Acc {
+        _mm512_setzero_ps()
+    }
+    #[inline(always)]
+    unsafe fn step(acc: Self::Acc, w: &Self::Dec, a: &Self::Prep) -> Self::Acc {
+        q4_k::step(acc, w, a)
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [Self::Acc; 2], _: &[BlockQ4_K], _: &[BlockQ8_K]) -> f32 {
+        q4_k::finish(acc[0])
     }
 }

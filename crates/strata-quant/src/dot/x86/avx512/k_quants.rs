@@ -1,4 +1,4 @@
-//! AVX-512 VNNI `vec_dot` of Q4_K, Q5_K, Q6_K and IQ4_XS against Q8_K: 64 elements per
+//! AVX-512 VNNI `vec_dot` of Q5_K, Q6_K and IQ4_XS against Q8_K (Q4_K: `q4_k.rs`): 64 elements per
 //! 512-bit register (two sub-blocks of 32, or four of 16), `vpmaddubsw` pair sums (exact in
 //! i16) and one `vpdpwssd` by the sub-block scales into i32 lanes. Scale and min handling as in
 //! the AVX2 kernels, whose helpers this file shares.
@@ -126,19 +126,12 @@ unsafe fn affine_k<X: AffineK>(x: &[X], y: &[BlockQ8_K]) -> f32 {
 /// # Safety
 /// AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C are available.
 #[inline(always)]
-pub(crate) unsafe fn q4_k(x: &[BlockQ4_K], y: &[BlockQ8_K]) -> f32 {
-    affine_k(x, y)
-}
-
-/// # Safety
-/// As for [`q4_k`].
-#[inline(always)]
 pub(crate) unsafe fn q5_k(x: &[BlockQ5_K], y: &[BlockQ8_K]) -> f32 {
     affine_k(x, y)
 }
 
 /// # Safety
-/// As for [`q4_k`].
+/// As for [`q5_k`].
 #[inline(always)]
 pub(crate) unsafe fn q6_k(x: &[BlockQ6_K], y: &[BlockQ8_K]) -> f32 {
     assert_eq!(x.len(), y.len(), "vec_dot block counts");
@@ -190,7 +183,7 @@ pub(crate) unsafe fn q6_k(x: &[BlockQ6_K], y: &[BlockQ8_K]) -> f32 {
 }
 
 /// # Safety
-/// As for [`q4_k`].
+/// As for [`q5_k`].
 #[inline(always)]
 pub(crate) unsafe fn iq4_xs(x: &[BlockIQ4_XS], y: &[BlockQ8_K]) -> f32 {
     assert_eq!(x.len(), y.len(), "vec_dot block counts");

@@ -8,6 +8,7 @@ mod float;
 mod k_low;
 pub(crate) mod k_quants;
 pub(crate) mod legacy;
+pub(crate) mod q4_k;
 
 use strata_gguf::GgmlType;
 
@@ -27,7 +28,7 @@ pub(super) unsafe fn vec_dot(ty: GgmlType, row: &[u8], act: &[u8]) -> Option<f32
         T::Q5_1 => legacy::q5_1(blocks(row), blocks(act)),
         T::Q8_0 => legacy::q8_0(blocks(row), blocks(act)),
         T::IQ4_NL => legacy::iq4_nl(blocks(row), blocks(act)),
-        T::Q4_K => k_quants::q4_k(blocks(row), blocks(act)),
+        T::Q4_K => q4_k::q4_k(blocks(row), blocks(act)),
         T::Q5_K => k_quants::q5_k(blocks(row), blocks(act)),
         T::Q6_K => k_quants::q6_k(blocks(row), blocks(act)),
         T::IQ4_XS => k_quants::iq4_xs(blocks(row), blocks(act)),
