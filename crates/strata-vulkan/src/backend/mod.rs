@@ -11,6 +11,7 @@
 //! `memory.rs`: the buffers (`VkBuf`) and device weights; `ops.rs`: the ops; `moe.rs`: the
 //! routed experts.
 
+mod hybrid;
 mod memory;
 mod moe;
 mod ops;
