@@ -3,7 +3,7 @@
 # dense models against the CPU (tests/models.rs: the tiny models of make_tiny_models.sh and
 # SmolLM2-135M, which must be in place with CI=true); then one build of the `strata` binary
 # with the `vulkan` feature and short `strata run -ngl 99` runs on the device (SmolLM2-135M,
-# qwen3moe-tiny), each timed.
+# qwen3moe-tiny, qwen3next-tiny), each timed.
 #
 # Needs the Vulkan loader and lavapipe (Debian: libvulkan1 mesa-vulkan-drivers) and a shaderc
 # library for build.rs (libshaderc-dev; without it the shaderc crate builds shaderc from
@@ -89,5 +89,16 @@ if [ "$part" = all ] || [ "$part" = cli ]; then
     grep -q "offloaded 4/4 layers" "$target/moe-ngl.err" || { echo "vulkan: qwen3moe-tiny was not offloaded" >&2; cat "$target/moe-ngl.err" >&2; exit 1; }
     [ "$gpu" = "$cpu" ] || { printf 'vulkan: qwen3moe-tiny F32 text differs\n-ngl 99: %s\ncpu:     %s\n' "$gpu" "$cpu" >&2; exit 1; }
     echo "vulkan: qwen3moe-tiny F32 with -ngl 99 gives the CPU's 16 greedy tokens"
+  fi
+  # qwen3next (Gated DeltaNet layers, gated attention, routed + shared experts on the
+  # device): offloaded, and in F32 the same greedy text as the CPU.
+  next="${STRATA_TINY_DIR:-$HOME/.cache/strata/tiny}/qwen3next-tiny/qwen3next-tiny-F32.gguf"
+  if [ -f "$next" ]; then
+    run_next() { "$target/release/strata" run -m "$next" -p "The capital of France is" -n 16 --temp 0 "$@"; }
+    gpu=$(run_next -ngl 99 2>"$target/next-ngl.err")
+    cpu=$(run_next 2>/dev/null)
+    grep -q "offloaded 4/4 layers" "$target/next-ngl.err" || { echo "vulkan: qwen3next-tiny was not offloaded" >&2; cat "$target/next-ngl.err" >&2; exit 1; }
+    [ "$gpu" = "$cpu" ] || { printf 'vulkan: qwen3next-tiny F32 text differs\n-ngl 99: %s\ncpu:     %s\n' "$gpu" "$cpu" >&2; exit 1; }
+    echo "vulkan: qwen3next-tiny F32 with -ngl 99 gives the CPU's 16 greedy tokens"
   fi
 fi

@@ -40,6 +40,13 @@ const PLAIN: &[&str] = &[
     "attention",
     "kv_store",
     "softcap",
+    "l2_norm",
+    "conv1d",
+    "delta_rule",
+    "delta_gates",
+    "gate",
+    "add_gated",
+    "copy_cols",
 ];
 
 fn main() {

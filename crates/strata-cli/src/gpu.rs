@@ -1,10 +1,11 @@
 //! `-ngl/--gpu-layers N` and `--device N`: where a loaded model's layers run.
 //!
 //! With the `vulkan` feature, a Vulkan device and a dense model (llama, qwen2, qwen3,
-//! gemma3) or qwen3moe, `-ngl N` with N ≥ the layer count (or -1) runs every layer (with
-//! qwen3moe's routed experts), the embedding and the LM head on the device; its weights are
-//! uploaded at load. Partial offload, other
-//! architectures, a missing loader or device: one line saying so, and the CPU runs the model.
+//! gemma3), qwen3moe or qwen3next, `-ngl N` with N ≥ the layer count (or -1) runs every layer
+//! (with the routed experts, and qwen3next's Gated DeltaNet layers and shared experts), the
+//! embedding and the LM head on the device; its weights are uploaded at load. Partial
+//! offload, qwen4exp, a missing loader or device: one line saying so, and the CPU runs the
+//! model.
 
 use strata_engine::Model;
 
@@ -33,7 +34,7 @@ fn offload(model: &mut Model, device: usize) -> Result<(), String> {
     let arch = model.config().arch.name();
     let mats = model
         .graph()
-        .dense_matrices()
+        .device_matrices()
         .ok_or_else(|| format!("{arch} does not run on the Vulkan backend yet"))?;
     let vk = Vulkan::new(device).map_err(|e| format!("no Vulkan device {device} ({e})"))?;
     let t0 = std::time::Instant::now();

@@ -15,9 +15,10 @@ pub struct DeltaState {
     /// Convolution inputs of the previous `d_conv − 1` positions, oldest first:
     /// `[d_conv − 1][conv_dim]` (zeros before the first token).
     pub conv: Vec<f32>,
-    /// Recurrent matrices `[n_v_heads][head_v_dim][head_k_dim]`: row `j` of a head holds
-    /// `S[·][j]`, the keys' weights for value channel `j` (ggml's transposed layout, so both
-    /// `Sᵀk` and `Sᵀq` are row dot products).
+    /// Recurrent matrices `[n_v_heads][head_k_dim][head_v_dim]`, row-major: `S[i][j]` of a
+    /// head is the weight of key dimension `i` for value channel `j` (the layout of
+    /// [`crate::ops::delta_net`], the transpose of ggml's; the Vulkan backend's delta-rule
+    /// kernel reads the same layout).
     pub ssm: Vec<f32>,
 }
 

@@ -40,6 +40,9 @@ pub struct AdapterInfo {
     pub storage_16bit: bool,
     /// Largest storage buffer one descriptor may cover (bytes).
     pub max_storage_buffer_range: u64,
+    /// Storage buffers one compute shader may bind (`maxPerStageDescriptorStorageBuffers`;
+    /// Vulkan guarantees 4, GPUs and lavapipe offer far more; the kernels use at most 7).
+    pub max_storage_buffers_per_stage: u32,
     /// A queue family with compute, if any.
     pub compute_family: Option<u32>,
     /// A transfer-only queue family (a DMA engine), where the device has one.
@@ -129,6 +132,7 @@ impl AdapterInfo {
             storage_8bit,
             storage_16bit: s16.storage_buffer16_bit_access == vk::TRUE,
             max_storage_buffer_range: props.limits.max_storage_buffer_range as u64,
+            max_storage_buffers_per_stage: props.limits.max_per_stage_descriptor_storage_buffers,
             compute_family,
             transfer_family,
             physical: pd,

@@ -10,7 +10,7 @@ use crate::recorder::Recorder;
 use crate::shaders;
 
 /// Invocations per workgroup of the one-element-per-invocation kernels.
-const ELEMENTWISE_WG: u32 = 64;
+pub(crate) const ELEMENTWISE_WG: u32 = 64;
 
 /// The activation of a gated linear unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,7 +33,7 @@ pub enum RopePairs {
 impl Kernels {
     /// Records `shader` (name, SPIR-V) over `n` invocations: push constants `[n, extra…]`,
     /// specialization constants `[workgroup size, spec…]`.
-    fn elementwise<'a>(
+    pub(crate) fn elementwise<'a>(
         &self,
         rec: &mut Recorder<'a>,
         (name, spirv): (&'static str, &[u8]),

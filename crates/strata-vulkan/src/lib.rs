@@ -9,7 +9,9 @@
 //!   constants) and batches of dispatches with barriers, submitted and waited on a fence.
 //! - [`Kernels`]: matmul (with an optional bias) and row gathers (embeddings) on ggml block
 //!   layouts ([`QMatrix`], types in [`MATMUL_TYPES`]); RMS norm, add (also of a broadcast
-//!   row), scale, SiLU, GLU and RoPE.
+//!   row), scale, SiLU, GLU and RoPE; the Gated DeltaNet kernels (L2 norm of heads, causal
+//!   conv1d with history, gates, the gated delta rule with state); output gates, the gated add
+//!   of a shared expert, and column copies (split, concat).
 //!
 //! The Vulkan loader is opened at run time: on a machine without one, [`adapters`] and
 //! [`Device::new`] return [`VkError::NoLoader`] (or [`VkError::NoDevice`]) and nothing panics.
@@ -35,6 +37,7 @@ mod buffer;
 mod device;
 mod elementwise;
 mod error;
+mod gating;
 mod get_rows;
 mod instance;
 mod kernels;
@@ -42,6 +45,7 @@ mod kv_mirror;
 mod matmul;
 mod pipeline;
 mod recorder;
+mod recurrent;
 mod shaders;
 pub mod transfer;
 
@@ -52,9 +56,11 @@ pub use buffer::{Buffer, Location};
 pub use device::Device;
 pub use elementwise::{GluAct, RopePairs};
 pub use error::VkError;
+pub use gating::{Cols, GateAct};
 pub use instance::{adapters, Instance};
 pub use kernels::{Kernels, Reduction};
 pub use matmul::QMatrix;
 pub use pipeline::Pipeline;
 pub use recorder::Recorder;
+pub use recurrent::{ConvDims, DeltaDims};
 pub use shaders::MATMUL_TYPES;

@@ -22,8 +22,9 @@ impl Pipeline {
     /// Builds the pipeline (the driver compiles the shader here: milliseconds on a GPU, up
     /// to a second on lavapipe).
     ///
-    /// Errors: [`VkError::BadSpirv`] for a blob that is not SPIR-V; [`VkError::Call`] when the
-    /// driver rejects the shader (e.g. a capability the device lacks).
+    /// Errors: [`VkError::BadSpirv`] for a blob that is not SPIR-V; [`VkError::Unsupported`]
+    /// for more bindings than the device allows a shader; [`VkError::Call`] when the driver
+    /// rejects the shader (e.g. a capability the device lacks).
     pub fn new(
         dev: &Device,
         name: &'static str,
@@ -34,6 +35,15 @@ impl Pipeline {
     ) -> Result<Self, VkError> {
         let words = ash::util::read_spv(&mut std::io::Cursor::new(spirv))
             .map_err(|_| VkError::BadSpirv(name))?;
+        let limit = dev.info().max_storage_buffers_per_stage;
+        if n_bindings > limit {
+            return Err(VkError::Unsupported {
+                device: dev.info().name.clone(),
+                why: format!(
+                    "kernel {name} binds {n_bindings} storage buffers, the device allows {limit}"
+                ),
+            });
+        }
         let raw_dev = &dev.ctx.raw;
         let bindings: Vec<_> = (0..n_bindings)
             .map(|b| {

@@ -12,8 +12,9 @@ use crate::pipeline::Pipeline;
 
 /// Descriptor sets per pool; a recorder adds pools as a batch needs them.
 const SETS_PER_POOL: u32 = 1024;
-/// Storage-buffer bindings per set the pools are sized for (the kernels use at most 4).
-const BINDINGS_PER_SET: u32 = 4;
+/// Storage-buffer bindings per set the pools are sized for (the kernels use at most 7: the
+/// delta rule; `Pipeline::new` checks the device allows that many).
+const BINDINGS_PER_SET: u32 = 8;
 
 /// A batch of dispatches and copies on the compute queue. Each command is followed by a
 /// full memory barrier (compute and transfer), so commands see the results of the ones

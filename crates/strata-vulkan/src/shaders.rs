@@ -6,7 +6,10 @@ mod spirv {
     include!(concat!(env!("OUT_DIR"), "/spirv.rs"));
 }
 
-pub(crate) use spirv::{ADD, ATTENTION, GLU, KV_STORE, RMS_NORM, ROPE, SCALE, SILU, SOFTCAP};
+pub(crate) use spirv::{
+    ADD, ADD_GATED, ATTENTION, CONV1D, COPY_COLS, DELTA_GATES, DELTA_RULE, GATE, GLU, KV_STORE,
+    L2_NORM, RMS_NORM, ROPE, SCALE, SILU, SOFTCAP,
+};
 
 /// The matrix-vector kernel for weight type `ty` with a subgroup (`true`) or shared-memory
 /// reduction, as `(name, SPIR-V)`; `None` for a type without a kernel.

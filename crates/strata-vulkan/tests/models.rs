@@ -1,5 +1,6 @@
 //! Whole models on the Vulkan backend against the CPU backend: the tiny random models of
-//! scripts/make_tiny_models.sh (dense, and qwen3moe with routed experts) and SmolLM2-135M. Teacher-forced: the top-1 token agrees
+//! scripts/make_tiny_models.sh (dense, qwen3moe with routed experts, qwen3next with Gated
+//! DeltaNet layers) and SmolLM2-135M. Teacher-forced: the top-1 token agrees
 //! at ≥ 99 % of the positions where the CPU's top-2 margin is ≥ 0.5; greedy: the tokens are
 //! identical up to the first near-tie (a CPU margin < 0.5). Lavapipe is ~60× slower than a
 //! CPU core, so the sequences are short.
@@ -81,7 +82,7 @@ fn compare(path: PathBuf, text: &str, prompt: usize, n_greedy: usize) -> f32 {
     let vk = Vulkan::on(&dev);
     let mats = gpu
         .graph()
-        .dense_matrices()
+        .device_matrices()
         .expect("a model the device runs");
     vk.preload(&mats).expect("weights on the device");
     gpu.set_device(Box::new(OnDevice::new(vk)));
@@ -201,6 +202,20 @@ fn qwen3moe_tiny_matches_cpu() {
     }
 }
 
+/// Qwen3-Next: Gated DeltaNet layers (conv1d and delta-rule state uploaded and read back per
+/// op), gated attention, routed experts and the gated shared expert, all on the device. In
+/// F32 the logits must also agree closely, which a wrong recurrence or state could not.
+#[test]
+fn qwen3next_tiny_matches_cpu() {
+    if let Some(p) = tiny("qwen3next-tiny", "Q4_K_M") {
+        compare(p, TEXT, 6, 16);
+    }
+    if let Some(p) = tiny("qwen3next-tiny", "F32") {
+        let rel = compare(p, TEXT, 6, 16);
+        assert!(rel < 1e-3, "F32 logits differ by {rel:.2e} (relative)");
+    }
+}
+
 #[test]
 fn smollm2_135m_matches_cpu() {
     if let Some(p) = smollm2() {
@@ -208,14 +223,11 @@ fn smollm2_135m_matches_cpu() {
     }
 }
 
-/// Snapshots, restores and truncation on the device give the logits of a fresh run: the KV
-/// mirror follows the host cache (a restore renews the layer's id; a truncated session
-/// writes its positions again).
-#[test]
-fn device_kv_follows_restore_and_truncate() {
-    let Some(path) = tiny("qwen3-tiny", "Q8_0") else {
-        return;
-    };
+/// Snapshots, restores and truncation on the device give the logits of a fresh run, bit for
+/// bit, for the model at `path`: the KV mirror follows the host cache (a restore renews the
+/// layer's id; a truncated session writes its positions again), and a recurrent model's state
+/// is the host's (uploaded and read back by every recurrent op).
+fn restore_and_truncate_match_a_fresh_run(path: PathBuf) {
     let Some(dev) = common::device() else { return };
     let mut m = Model::load(&path).expect("load");
     m.set_device(Box::new(OnDevice::new(Vulkan::on(&dev))));
@@ -243,17 +255,31 @@ fn device_kv_follows_restore_and_truncate() {
         &want[..]
     );
 
+    // A recurrent model goes back to its checkpoint at 10 (the end of a multi-token call).
     s.truncate(10);
+    assert_eq!(s.pos(), 10);
     assert_eq!(m.forward(&mut s, b).expect("b after truncate"), &want[..]);
 }
 
-/// Two sequences in one run (each attending over its own device KV mirror) give the logits
-/// of each fed alone.
 #[test]
-fn sequences_batched_on_the_device_match_each_alone() {
-    let Some(path) = tiny("llama-tiny", "Q8_0") else {
-        return;
-    };
+fn device_kv_follows_restore_and_truncate() {
+    if let Some(p) = tiny("qwen3-tiny", "Q8_0") {
+        restore_and_truncate_match_a_fresh_run(p);
+    }
+}
+
+/// The recurrent state (conv history and delta-rule matrices) and the KV of the gated
+/// attention layers through snapshots, restores and truncation on the device.
+#[test]
+fn device_recurrent_state_follows_restore_and_truncate() {
+    if let Some(p) = tiny("qwen3next-tiny", "Q8_0") {
+        restore_and_truncate_match_a_fresh_run(p);
+    }
+}
+
+/// Two sequences in one run (each attending over its own device KV mirror, each continuing
+/// its own recurrent state) give the logits of each fed alone, for the model at `path`.
+fn batched_sequences_match_each_alone(path: PathBuf) {
     let Some(dev) = common::device() else { return };
     let mut m = Model::load(&path).expect("load");
     m.set_device(Box::new(OnDevice::new(Vulkan::on(&dev))));
@@ -290,4 +316,20 @@ fn sequences_batched_on_the_device_match_each_alone() {
         rel_a < 1e-5 && rel_b < 1e-5,
         "batched vs alone: {rel_a:.2e}, {rel_b:.2e}"
     );
+}
+
+#[test]
+fn sequences_batched_on_the_device_match_each_alone() {
+    if let Some(p) = tiny("llama-tiny", "Q8_0") {
+        batched_sequences_match_each_alone(p);
+    }
+}
+
+/// The second sequence's rows start at row 7 of the run: its conv1d and delta rule read its
+/// own rows and continue its own state.
+#[test]
+fn recurrent_sequences_batched_on_the_device_match_each_alone() {
+    if let Some(p) = tiny("qwen3next-tiny", "Q8_0") {
+        batched_sequences_match_each_alone(p);
+    }
 }

@@ -188,9 +188,13 @@ fn ops_of_other_architectures_are_unsupported_errors() {
     let vk = Vulkan::on(&dev);
     let mut x = Buf::<Vulkan>::default();
     vk.upload(&[1.0; 8], 4, &mut x);
-    vk.l2_norm_heads(&mut x, 4, 1e-6);
+    // A hyper-connection op (qwen4exp): not on the device yet.
+    let (mut y, mut inj) = (Buf::<Vulkan>::default(), Buf::<Vulkan>::default());
+    vk.upload(&[1.0; 4], 2, &mut y);
+    vk.upload(&[0.5; 4], 2, &mut inj);
+    vk.hc_expand_add(&mut x, &y, &inj);
     match vk.finish() {
-        Err(EngineError::Unsupported { op, .. }) => assert_eq!(op, "l2_norm_heads"),
+        Err(EngineError::Unsupported { op, .. }) => assert_eq!(op, "hc_expand_add"),
         other => panic!("expected Unsupported, got {other:?}"),
     }
     // The error is reported once; the backend is usable afterwards.

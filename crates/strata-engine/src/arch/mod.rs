@@ -128,11 +128,15 @@ impl Graph {
         }
     }
 
-    /// The weight matrices of a graph of the dense family (embedding, every layer's
-    /// projections — for qwen3moe its router and its three whole expert tensors — LM head),
-    /// for a device backend to upload at load; `None` for the other architectures, which no
-    /// device backend runs yet.
-    pub fn dense_matrices(&self) -> Option<Vec<&Matrix<'static>>> {
+    /// The weight matrices of a graph that a device backend runs whole, for it to upload at
+    /// load: the dense family (embedding, every layer's projections — for qwen3moe its router
+    /// and its three whole expert tensors — LM head) and qwen3next (also its DeltaNet
+    /// projections and its shared experts); `None` for qwen4exp, whose hyper-connection, PLE
+    /// and QSA ops no device backend runs yet.
+    pub fn device_matrices(&self) -> Option<Vec<&Matrix<'static>>> {
+        if let Graph::Qwen3Next(w) = self {
+            return Some(w.matrices());
+        }
         let Graph::Dense(w) = self else { return None };
         let mut out = vec![&w.token_embd];
         for lw in &w.layers {

@@ -2,7 +2,7 @@
 
 use strata_engine::backend::{Backend, DeltaBufs, Glu, QsaBufs, RowBuf};
 use strata_engine::ops::attention::AttnShape;
-use strata_engine::ops::delta_net::DeltaShape;
+use strata_engine::ops::delta_net::{DeltaShape, KeyHeads};
 use strata_engine::ops::linear::Matrix;
 use strata_engine::ops::moe::MoeWeights;
 use strata_engine::ops::qsa::{BlockKeyWeights, QsaShape};
@@ -10,9 +10,11 @@ use strata_engine::ops::rope::{Rope, RopeStyle};
 use strata_engine::session::SeqRun;
 use strata_engine::EngineError;
 
+use super::hybrid::{ConvState, DeltaRun};
 use super::{lock, VkBuf, VkMem, Vulkan};
 use crate::elementwise::{GluAct, RopePairs};
 use crate::error::VkError;
+use crate::gating::GateAct;
 
 impl Backend for Vulkan {
     type Mem = VkMem;
@@ -118,8 +120,13 @@ impl Backend for Vulkan {
         self.check(self.rms(x, w, w.len(), eps, None));
     }
 
-    fn l2_norm_heads(&self, _: &mut VkBuf, _: usize, _: f32) {
-        self.fail(self.unsupported("l2_norm_heads"));
+    fn l2_norm_heads(&self, x: &mut VkBuf, head_dim: usize, eps: f32) {
+        let run = || -> Result<(), VkError> {
+            let xb = x.input("l2_norm")?;
+            let n_heads = x.len().checked_div(head_dim).unwrap_or(0);
+            self.submit(|r| self.k.l2_norm(r, xb, n_heads, head_dim, eps))
+        };
+        self.check(run());
     }
 
     fn rope(&self, rope: &Rope, x: &mut VkBuf, head_dim: usize, cs: &VkBuf) {
@@ -174,27 +181,64 @@ impl Backend for Vulkan {
         self.fail(self.unsupported("attend_qsa"));
     }
 
-    fn conv1d(&self, _: &mut [SeqRun<'_>], _: usize, _: &VkBuf, _: &[f32], _: &mut VkBuf) {
-        self.fail(self.unsupported("conv1d"));
+    fn conv1d(&self, seqs: &mut [SeqRun<'_>], layer: usize, x: &VkBuf, w: &[f32], out: &mut VkBuf) {
+        self.check(self.conv_run(seqs, ConvState::Layer(layer), (x, w, 1), out));
     }
 
-    fn ple_conv(&self, _: &mut [SeqRun<'_>], _: &VkBuf, _: &[f32], _: usize, _: &mut VkBuf) {
-        self.fail(self.unsupported("ple_conv"));
+    fn ple_conv(
+        &self,
+        seqs: &mut [SeqRun<'_>],
+        x: &VkBuf,
+        w: &[f32],
+        dilation: usize,
+        out: &mut VkBuf,
+    ) {
+        self.check(self.conv_run(seqs, ConvState::Ple, (x, w, dilation), out));
     }
 
     fn delta_rule(
         &self,
-        _: &mut [SeqRun<'_>],
-        _: usize,
-        _: &DeltaShape,
-        _: DeltaBufs<'_, Self>,
-        _: &mut VkBuf,
+        seqs: &mut [SeqRun<'_>],
+        layer: usize,
+        shape: &DeltaShape,
+        x: DeltaBufs<'_, Self>,
+        out: &mut VkBuf,
     ) {
-        self.fail(self.unsupported("delta_rule"));
+        let a = DeltaRun {
+            layer,
+            n_v_heads: shape.n_v_heads,
+            n_k_heads: shape.n_k_heads,
+            d_k: shape.d_k,
+            d_v: shape.d_v,
+            tiled: shape.key_heads == KeyHeads::Tiled,
+            x: [x.q, x.k, x.v, x.log_decay, x.beta],
+        };
+        self.check(self.delta_run(seqs, a, out));
     }
 
-    fn delta_gates(&self, _: &VkBuf, _: &[f32], _: &[f32], _: usize, _: &mut VkBuf, _: &mut VkBuf) {
-        self.fail(self.unsupported("delta_gates"));
+    fn delta_gates(
+        &self,
+        ba: &VkBuf,
+        dt_bias: &[f32],
+        a: &[f32],
+        n_k_heads: usize,
+        beta: &mut VkBuf,
+        log_decay: &mut VkBuf,
+    ) {
+        let mut run = || -> Result<(), VkError> {
+            let nv = dt_bias.len();
+            let (dt, ab) = (self.vector(dt_bias)?, self.vector(a)?);
+            self.output(beta, ba.rows, nv)?;
+            self.output(log_decay, ba.rows, nv)?;
+            let (bab, bb, lb) = (
+                ba.input("delta_gates")?,
+                beta.input("delta_gates")?,
+                log_decay.input("delta_gates")?,
+            );
+            let heads = (ba.rows, nv, n_k_heads);
+            self.submit(|r| self.k.delta_gates(r, bab, (&dt, &ab), heads, bb, lb))
+        };
+        self.check(run());
     }
 
     fn add(&self, a: &mut VkBuf, b: &VkBuf) {
@@ -245,16 +289,24 @@ impl Backend for Vulkan {
         self.check(run());
     }
 
-    fn mul_silu(&self, _: &mut VkBuf, _: &VkBuf) {
-        self.fail(self.unsupported("mul_silu"));
+    fn mul_silu(&self, x: &mut VkBuf, z: &VkBuf) {
+        self.check(self.gated(GateAct::Silu, x, z));
     }
 
-    fn mul_sigmoid(&self, _: &mut VkBuf, _: &VkBuf) {
-        self.fail(self.unsupported("mul_sigmoid"));
+    fn mul_sigmoid(&self, x: &mut VkBuf, g: &VkBuf) {
+        self.check(self.gated(GateAct::Sigmoid, x, g));
     }
 
-    fn add_gated(&self, _: &mut VkBuf, _: &VkBuf, _: &VkBuf) {
-        self.fail(self.unsupported("add_gated"));
+    fn add_gated(&self, out: &mut VkBuf, y: &VkBuf, g: &VkBuf) {
+        let run = || -> Result<(), VkError> {
+            let (ob, yb, gb) = (
+                out.input("add_gated")?,
+                y.input("add_gated")?,
+                g.input("add_gated")?,
+            );
+            self.submit(|r| self.k.add_gated(r, ob, yb, gb, out.cols, out.len()))
+        };
+        self.check(run());
     }
 
     fn softcap(&self, x: &mut VkBuf, cap: f32) {
@@ -265,12 +317,12 @@ impl Backend for Vulkan {
         self.check(run());
     }
 
-    fn split(&self, _: &VkBuf, _: &[usize], _: &mut [&mut VkBuf]) {
-        self.fail(self.unsupported("split"));
+    fn split(&self, x: &VkBuf, widths: &[usize], outs: &mut [&mut VkBuf]) {
+        self.check(self.split_run(x, widths, outs));
     }
 
-    fn concat(&self, _: &[&VkBuf], _: &mut VkBuf) {
-        self.fail(self.unsupported("concat"));
+    fn concat(&self, parts: &[&VkBuf], out: &mut VkBuf) {
+        self.check(self.concat_run(parts, out));
     }
 
     fn gather_rows(&self, x: &VkBuf, rows: &[usize], out: &mut VkBuf) {
@@ -317,5 +369,13 @@ impl Backend for Vulkan {
             }
         }
         &mut b.host
+    }
+}
+
+impl Vulkan {
+    /// `x ⊙ act(g)` in place.
+    fn gated(&self, act: GateAct, x: &VkBuf, g: &VkBuf) -> Result<(), VkError> {
+        let (xb, gb) = (x.input("gate")?, g.input("gate")?);
+        self.submit(|r| self.k.gate(r, act, xb, gb, x.len()))
     }
 }

@@ -86,6 +86,24 @@ impl HybridWeights {
             layers,
         })
     }
+
+    /// Every weight matrix (embedding; per layer its mixer's projections, the router, the
+    /// three whole expert tensors and the shared expert's four; LM head), for a device backend
+    /// to upload at load.
+    pub fn matrices(&self) -> Vec<&Matrix<'static>> {
+        let mut out = vec![&self.token_embd];
+        for l in &self.layers {
+            match &l.mixer {
+                Mixer::DeltaNet(m) => out.extend([&m.wqkv, &m.wgate, &m.wba, &m.wout]),
+                Mixer::Attention(m) => out.extend([&m.wq, &m.wk, &m.wv, &m.wo]),
+            }
+            let (moe, sh) = (&l.moe, &l.shared);
+            out.extend([&moe.router, &moe.gate.all, &moe.up.all, &moe.down.all]);
+            out.extend([&sh.gate, &sh.up, &sh.down, &sh.gate_inp]);
+        }
+        out.push(&self.output);
+        out
+    }
 }
 
 impl Loader<'_> {
