@@ -153,24 +153,44 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
         return;
     }
     let (rows_tiled, toks_tiled) = (n_rows / R * R, n_tok / T * T);
+    // A kernel with a costly preparation prepares every token once, up front, instead of once
+    // per group of rows (no closure: see below).
+    let n_steps = nb / K::STEP;
+    let prep_bytes = n_tok * n_steps * size_of::<K::Prep>();
+    let preps = (K::PREP_ONCE
+        && prep_bytes <= TILE_PREP_CACHE_BYTES
+        && align_of::<K::Prep>() <= align_of::<Line>())
+    .then(|| scratch::<K::Prep>(&PREP_CACHE, prep_bytes.div_ceil(size_of::<Line>())));
+    if let Some(prep) = preps {
+        // SAFETY (of using `prep` past the borrow): as for `DEC_CACHE` below.
+        // Token-major: `prep[t·n_steps + s]` is step `s` of token `t`.
+        for t in 0..n_tok {
+            let tok = &m.a[t * nb..(t + 1) * nb];
+            for s in 0..n_steps {
+                prep.add(t * n_steps + s)
+                    .write(K::prep(tok.as_ptr().add(s * K::STEP)));
+            }
+        }
+    }
+    let preps = preps.map(|p| p.cast_const());
     let dec_bytes = R * (nb / K::STEP) * size_of::<K::Dec>();
     let cacheable =
         n_tok > T && dec_bytes <= DEC_CACHE_BYTES && align_of::<K::Dec>() <= align_of::<Line>();
     if !cacheable {
         for r in (0..rows_tiled).step_by(R) {
             for t in (0..toks_tiled).step_by(T) {
-                tile::<K, R, T>(&mut m, r, t, None);
+                tile::<K, R, T>(&mut m, r, t, None, preps);
             }
             for t in toks_tiled..n_tok {
-                tile::<K, R, 1>(&mut m, r, t, None);
+                tile::<K, R, 1>(&mut m, r, t, None, preps);
             }
         }
         for r in rows_tiled..n_rows {
             for t in (0..toks_tiled).step_by(T) {
-                tile::<K, 1, T>(&mut m, r, t, None);
+                tile::<K, 1, T>(&mut m, r, t, None, preps);
             }
             for t in toks_tiled..n_tok {
-                tile::<K, 1, 1>(&mut m, r, t, None);
+                tile::<K, 1, 1>(&mut m, r, t, None, preps);
             }
         }
         return;
@@ -184,19 +204,19 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
     for r in (0..rows_tiled).step_by(R) {
         decode_rows::<K, R>(&m, r, dec);
         for t in (0..toks_tiled).step_by(T) {
-            tile::<K, R, T>(&mut m, r, t, Some(dec));
+            tile::<K, R, T>(&mut m, r, t, Some(dec), preps);
         }
         for t in toks_tiled..n_tok {
-            tile::<K, R, 1>(&mut m, r, t, Some(dec));
+            tile::<K, R, 1>(&mut m, r, t, Some(dec), preps);
         }
     }
     for r in rows_tiled..n_rows {
         decode_rows::<K, 1>(&m, r, dec);
         for t in (0..toks_tiled).step_by(T) {
-            tile::<K, 1, T>(&mut m, r, t, Some(dec));
+            tile::<K, 1, T>(&mut m, r, t, Some(dec), preps);
         }
         for t in toks_tiled..n_tok {
-            tile::<K, 1, 1>(&mut m, r, t, Some(dec));
+            tile::<K, 1, 1>(&mut m, r, t, Some(dec), preps);
         }
     }
 }
@@ -233,16 +253,19 @@ struct Mat<'a, W, A> {
 }
 
 /// Rows `r0..r0 + R` × tokens `t0..t0 + T`, the weights taken from `dec` (as filled by
-/// [`decode_rows`] for these rows) when given, else decoded here.
+/// [`decode_rows`] for these rows) when given, else decoded here; the activations from
+/// `preps` (every step of every token, token-major) when given, else prepared here.
 ///
 /// # Safety
-/// As for [`run`]; `dec`, if given, holds the decoded steps of exactly these rows.
+/// As for [`run`]; `dec`, if given, holds the decoded steps of exactly these rows; `preps`, if
+/// given, every prepared step of every token of the job.
 #[inline(always)]
 unsafe fn tile<K: Tile, const R: usize, const T: usize>(
     m: &mut Mat<'_, K::W, K::A>,
     r0: usize,
     t0: usize,
     dec: Option<*const K::Dec>,
+    preps: Option<*const K::Prep>,
 ) {
     let nb = m.nb;
     let rows: [&[K::W]; R] = array::from_fn(|i| &m.w[(r0 + i) * nb..(r0 + i + 1) * nb]);
@@ -258,10 +281,22 @@ unsafe fn tile<K: Tile, const R: usize, const T: usize>(
             // `at + STEP <= nb`: every pointer below stays inside its row or token slice.
             let at = s * K::STEP;
             // No closures here: a closure would not inherit the caller's target features.
-            let mut prep = [K::prep(toks[0].as_ptr().add(at)); T];
-            for j in 1..T {
-                prep[j] = K::prep(toks[j].as_ptr().add(at));
-            }
+            let prep: [K::Prep; T] = match preps {
+                Some(p) => {
+                    let mut prep = [*p.add(t0 * n_steps + s); T];
+                    for j in 1..T {
+                        prep[j] = *p.add((t0 + j) * n_steps + s);
+                    }
+                    prep
+                }
+                None => {
+                    let mut prep = [K::prep(toks[0].as_ptr().add(at)); T];
+                    for j in 1..T {
+                        prep[j] = K::prep(toks[j].as_ptr().add(at));
+                    }
+                    prep
+                }
+            };
             for i in 0..R {
                 let dec = match dec {
                     Some(d) => *d.add(s * R + i),
@@ -304,6 +339,10 @@ unsafe fn tile<K: Tile, const R: usize, const T: usize>(
 /// Most tokens that take the small-batch path ([`few`]): a decode step of several sequences
 /// or a speculative verify window.
 pub(crate) const FEW_MAX: usize = 8;
+
+/// Bytes of prepared activations [`run`] may keep for a [`Tile::PREP_ONCE`] kernel (per
+/// thread): a quarter of a 2 MiB L2.
+const TILE_PREP_CACHE_BYTES: usize = 512 << 10;
 
 /// Bytes of prepared activations [`few`] may keep (per thread).
 const PREP_CACHE_BYTES: usize = 64 << 10;

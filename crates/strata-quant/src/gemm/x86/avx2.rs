@@ -9,6 +9,7 @@ use std::marker::PhantomData;
 use super::super::tile::{run, Job, Tile};
 use crate::dot::x86::avx2::k_quants::{q6_k_quants, q6_k_scale_pair, AffineK};
 use crate::dot::x86::avx2::legacy::{Affine, Signed};
+use crate::dot::x86::avx2::q4_k;
 use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps, hsum_ps128, load32, nibbles32, IntDot};
 use crate::iq4::BlockIQ4_XS;
 use crate::iq_tables::KVALUES_IQ4NL;
@@ -25,8 +26,14 @@ use crate::{Block, BlockIQ4_NL, GgmlType};
 pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
     use GgmlType as T;
     if job.n_tok == 1 {
-        // No kernel here prepares a token once (`Tile::PREP_ONCE`): the decode row loop runs it.
-        return false;
+        // One token: only the kernels that prepare it once (`Tile::PREP_ONCE`).
+        return match ty {
+            T::Q4_K => {
+                run::<Q4K<M>, 2, 2>(job);
+                true
+            }
+            _ => false,
+        };
     }
     match ty {
         T::Q4_0 => run::<Symmetric<BlockQ4_0, M>, 3, 4>(job),
@@ -35,7 +42,7 @@ pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
         T::IQ4_NL => run::<Symmetric<BlockIQ4_NL, M>, 3, 4>(job),
         T::Q4_1 => run::<AffineTile<BlockQ4_1, M>, 3, 2>(job),
         T::Q5_1 => run::<AffineTile<BlockQ5_1, M>, 3, 2>(job),
-        T::Q4_K => run::<AffineKTile<BlockQ4_K, M>, 2, 2>(job),
+        T::Q4_K => run::<Q4K<M>, 2, 2>(job),
         T::Q5_K => run::<AffineKTile<BlockQ5_K, M>, 4, 4>(job),
         T::Q6_K => run::<Q6K<M>, 4, 4>(job),
         T::IQ4_XS => run::<IQ4XS<M>, 4, 4>(job),
@@ -128,7 +135,7 @@ impl<X: Affine + Block, M: IntDot> Tile for AffineTile<X, M> {
     }
 }
 
-/// Q4_K and Q5_K against Q8_K.
+/// Q5_K against Q8_K.
 pub(super) struct AffineKTile<X, M>(PhantomData<(X, M)>);
 
 impl<X: AffineK + Block, M: IntDot> Tile for AffineKTile<X, M> {
@@ -302,5 +309,40 @@ impl<M: IntDot> Tile for IQ4XS<M> {
     #[inline(always)]
     unsafe fn finish(acc: [__m256; 2], _: &[BlockIQ4_XS], _: &[BlockQ8_K]) -> f32 {
         hsum_ps(acc[0])
+    }
+}
+
+/// Q4_K against Q8_K over sub-block-transposed quants (`dot/x86/avx2/q4_k.rs`).
+pub(super) struct Q4K<M>(PhantomData<M>);
+
+impl<M: IntDot> Tile for Q4K<M> {
+    type W = BlockQ4_K;
+    type A = BlockQ8_K;
+    const STEP: usize = 1;
+    const CHAINS: usize = 1;
+    const PREP_ONCE: bool = true;
+    type Dec = q4_k::Dec;
+    type Prep = q4_k::Prep;
+    type Acc = __m256;
+
+    #[inline(always)]
+    unsafe fn decode(w: *const BlockQ4_K) -> Self::Dec {
+        q4_k::decode(&*w)
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
+        q4_k::prep(&*a)
+    }
+    #[inline(always)]
+    unsafe fn zero() -> Self::Acc {
+        _mm256_setzero_ps()
+    }
+    #[inline(always)]
+    unsafe fn step(acc: Self::Acc, w: &Self::Dec, a: &Self::Prep) -> Self::Acc {
+        q4_k::step::<M>(acc, w, a)
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [Self::Acc; 2], _: &[BlockQ4_K], _: &[BlockQ8_K]) -> f32 {
+        q4_k::finish(acc[0])
     }
 }

@@ -222,7 +222,7 @@ impl<X: AffineTail> Tile for AffinePair<X> {
     }
 }
 
-/// Q4_K and Q5_K against Q8_K.
+/// Q5_K against Q8_K.
 pub(super) struct AffineKTile<X>(PhantomData<X>);
 
 impl<X: AffineK + crate::Block> Tile for AffineKTile<X> {

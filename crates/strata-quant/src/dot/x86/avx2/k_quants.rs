@@ -1,4 +1,4 @@
-//! AVX2 `vec_dot` of Q4_K, Q5_K and Q6_K against Q8_K. Per 32 elements: `vpmaddubsw` of the
+//! AVX2 `vec_dot` of Q5_K and Q6_K against Q8_K (Q4_K: `q4_k.rs`). Per 32 elements: `vpmaddubsw` of the
 //! unsigned quants with the activation bytes (pair sums fit i16), then one i16 × i16
 //! multiply-add by the sub-block scale into i32 lanes; the exact i32 block sum is scaled once in
 //! float. Minimums (Q4_K, Q5_K) and Q6_K's -32 offset come from Q8_K's 16-element sums.
@@ -6,7 +6,7 @@
 use std::arch::x86_64::*;
 
 use super::super::{block_ptr, f16, f16x4, hsum_ps, hsum_ps128, load32, IntDot};
-use crate::k_quants::{scales_mins_k4, BlockQ4_K, BlockQ5_K, BlockQ6_K, K_SCALE_SIZE};
+use crate::k_quants::{scales_mins_k4, BlockQ5_K, BlockQ6_K, K_SCALE_SIZE};
 use crate::q8_k::BlockQ8_K;
 
 /// Σ_g `mins[g]` · (bsum(2g) + bsum(2g+1)) as 4 i32 lanes.
@@ -27,27 +27,11 @@ unsafe fn broadcast_scale(scales16: __m256i, g: u8) -> __m256i {
     _mm256_shuffle_epi8(scales16, pick)
 }
 
-/// Q4_K and Q5_K: blocks starting with the f16 `d` and `dmin`.
+/// Q5_K: blocks starting with the f16 `d` and `dmin` (Q4_K has its own kernel, `q4_k.rs`).
 pub(crate) trait AffineK {
     fn packed_scales(&self) -> &[u8; K_SCALE_SIZE];
     /// The unsigned quants of elements `64c..64c+32` and `64c+32..64c+64`.
     unsafe fn quants(&self, c: usize) -> (__m256i, __m256i);
-}
-
-impl AffineK for BlockQ4_K {
-    #[inline(always)]
-    fn packed_scales(&self) -> &[u8; K_SCALE_SIZE] {
-        &self.scales
-    }
-    #[inline(always)]
-    unsafe fn quants(&self, c: usize) -> (__m256i, __m256i) {
-        let low4 = _mm256_set1_epi8(0x0f);
-        let q = load32(self.qs.as_ptr().add(32 * c));
-        (
-            _mm256_and_si256(q, low4),
-            _mm256_and_si256(_mm256_srli_epi16(q, 4), low4),
-        )
-    }
 }
 
 impl AffineK for BlockQ5_K {
@@ -70,7 +54,7 @@ impl AffineK for BlockQ5_K {
     }
 }
 
-/// Σ over Q4_K/Q5_K blocks of `d_x d_y Σ_g sc_g Σ q y - dmin_x d_y Σ_g m_g Σ y`.
+/// Σ over Q5_K blocks of `d_x d_y Σ_g sc_g Σ q y - dmin_x d_y Σ_g m_g Σ y`.
 #[inline(always)]
 unsafe fn affine_k<X: AffineK, M: IntDot>(x: &[X], y: &[BlockQ8_K]) -> f32 {
     assert_eq!(x.len(), y.len(), "vec_dot block counts");
@@ -101,19 +85,12 @@ unsafe fn affine_k<X: AffineK, M: IntDot>(x: &[X], y: &[BlockQ8_K]) -> f32 {
 /// # Safety
 /// AVX2, FMA, F16C and `M`'s instructions are available.
 #[inline(always)]
-pub(crate) unsafe fn q4_k<M: IntDot>(x: &[BlockQ4_K], y: &[BlockQ8_K]) -> f32 {
-    affine_k::<_, M>(x, y)
-}
-
-/// # Safety
-/// As for [`q4_k`].
-#[inline(always)]
 pub(crate) unsafe fn q5_k<M: IntDot>(x: &[BlockQ5_K], y: &[BlockQ8_K]) -> f32 {
     affine_k::<_, M>(x, y)
 }
 
 /// # Safety
-/// As for [`q4_k`].
+/// As for [`q5_k`].
 #[inline(always)]
 pub(crate) unsafe fn q6_k<M: IntDot>(x: &[BlockQ6_K], y: &[BlockQ8_K]) -> f32 {
     assert_eq!(x.len(), y.len(), "vec_dot block counts");

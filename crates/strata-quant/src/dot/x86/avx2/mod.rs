@@ -10,6 +10,7 @@ pub(super) mod k_low;
 pub(crate) mod k_quants;
 mod lattice;
 pub(crate) mod legacy;
+pub(crate) mod q4_k;
 mod quantize;
 
 use strata_gguf::GgmlType;
@@ -33,7 +34,7 @@ pub(super) unsafe fn vec_dot<M: IntDot>(ty: GgmlType, row: &[u8], act: &[u8]) ->
         T::Q5_1 => legacy::q5_1::<M>(blocks(row), blocks(act)),
         T::Q8_0 => legacy::q8_0::<M>(blocks(row), blocks(act)),
         T::IQ4_NL => legacy::iq4_nl::<M>(blocks(row), blocks(act)),
-        T::Q4_K => k_quants::q4_k::<M>(blocks(row), blocks(act)),
+        T::Q4_K => q4_k::q4_k::<M>(blocks(row), blocks(act)),
         T::Q5_K => k_quants::q5_k::<M>(blocks(row), blocks(act)),
         T::Q6_K => k_quants::q6_k::<M>(blocks(row), blocks(act)),
         T::IQ4_XS => iq::iq4_xs::<M>(blocks(row), blocks(act)),

@@ -10,7 +10,7 @@ use super::super::{block_ptr, f16, f16x4, hsum_ps128};
 use crate::iq4::BlockIQ4_XS;
 use crate::iq_tables::KVALUES_IQ4NL;
 use crate::k_quants::scales_mins_k4;
-use crate::k_quants::{BlockQ4_K, BlockQ5_K, BlockQ6_K, K_SCALE_SIZE};
+use crate::k_quants::{BlockQ5_K, BlockQ6_K, K_SCALE_SIZE};
 use crate::q8_k::BlockQ8_K;
 
 /// 32 bytes at `a` then 32 at `b`.
@@ -37,28 +37,11 @@ pub(crate) unsafe fn scale_pick(a: usize, b: usize) -> __m512i {
     halves_i16(lane(a), lane(b))
 }
 
-/// Q4_K and Q5_K: blocks starting with the f16 `d` and `dmin`.
+/// Q5_K: blocks starting with the f16 `d` and `dmin` (Q4_K has its own kernel, `q4_k.rs`).
 pub(crate) trait AffineK {
     fn packed_scales(&self) -> &[u8; K_SCALE_SIZE];
     /// Unsigned quants of sub-blocks (4k, 4k + 2) and (4k + 1, 4k + 3), 32 elements each.
     unsafe fn quants(&self, k: usize) -> (__m512i, __m512i);
-}
-
-impl AffineK for BlockQ4_K {
-    #[inline(always)]
-    fn packed_scales(&self) -> &[u8; K_SCALE_SIZE] {
-        &self.scales
-    }
-    #[inline(always)]
-    unsafe fn quants(&self, k: usize) -> (__m512i, __m512i) {
-        let low4 = _mm512_set1_epi8(0x0f);
-        // Bytes 32c + l hold elements 64c + l (low nibble) and 64c + 32 + l (high), c = 2k, 2k+1.
-        let q = _mm512_loadu_si512(self.qs.as_ptr().add(64 * k).cast());
-        (
-            _mm512_and_si512(q, low4),
-            _mm512_and_si512(_mm512_srli_epi16::<4>(q), low4),
-        )
-    }
 }
 
 impl AffineK for BlockQ5_K {
