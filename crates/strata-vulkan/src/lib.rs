@@ -39,6 +39,7 @@ mod elementwise;
 mod error;
 mod gating;
 mod get_rows;
+mod hyper;
 mod instance;
 mod kernels;
 mod kv_mirror;
@@ -47,6 +48,7 @@ mod pipeline;
 mod recorder;
 mod recurrent;
 mod shaders;
+mod sparse_attention;
 pub mod transfer;
 
 pub use adapter::{AdapterInfo, AdapterKind};

@@ -17,6 +17,7 @@ mod hybrid;
 mod memory;
 mod moe;
 mod ops;
+mod qsa;
 
 pub use memory::{VkBuf, VkMem};
 
@@ -37,6 +38,7 @@ use crate::error::VkError;
 use crate::kernels::Kernels;
 use crate::kv_mirror::Mirrors;
 use crate::recorder::Recorder;
+use crate::sparse_attention::SparseDims;
 use crate::transfer;
 use memory::Weight;
 
@@ -170,13 +172,6 @@ impl Vulkan {
         }
     }
 
-    fn unsupported(&self, op: &'static str) -> EngineError {
-        EngineError::Unsupported {
-            backend: "vulkan".into(),
-            op,
-        }
-    }
-
     fn device_err(&self, e: VkError) -> EngineError {
         EngineError::Device {
             backend: self.name(),
@@ -237,6 +232,7 @@ impl Vulkan {
         (kh, vh): (&[f32], &[f32]),
         shape: &AttnShape,
         out: &Buffer,
+        sparse: Option<&Buffer>,
     ) -> Result<(), VkError> {
         let n_t = s.rows.len();
         let row = shape.n_kv_head * shape.head_dim;
@@ -277,7 +273,23 @@ impl Vulkan {
                 (s.rows.start, s.pos0, n_t),
                 round,
             )?;
-            self.k.attention(r, &dims, qb, kc, vc, out)
+            self.k.attention(r, &dims, qb, kc, vc, out)?;
+            match sparse {
+                // QSA's sparse queries over their kept positions (`qsa.rs`).
+                Some(idx) => {
+                    let sd = SparseDims {
+                        n_t,
+                        row0: s.rows.start,
+                        n_head: shape.n_head,
+                        n_kv_head: shape.n_kv_head,
+                        head_dim: shape.head_dim,
+                        scale: shape.scale,
+                        n_pos: s.pos0 + n_t,
+                    };
+                    self.k.attention_sparse(r, &sd, qb, (kc, vc), idx, out)
+                }
+                None => Ok(()),
+            }
         })?;
         m.valid = s.pos0 + n_t;
         Ok(())
