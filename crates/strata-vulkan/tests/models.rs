@@ -1,6 +1,6 @@
 //! Whole models on the Vulkan backend against the CPU backend: the tiny random models of
 //! scripts/make_tiny_models.sh (dense, qwen3moe with routed experts, qwen3next with Gated
-//! DeltaNet layers) and SmolLM2-135M. Teacher-forced: the top-1 token agrees
+//! DeltaNet layers, qwen4exp with hyper-connections, QSA and PLE) and SmolLM2-135M. Teacher-forced: the top-1 token agrees
 //! at ≥ 99 % of the positions where the CPU's top-2 margin is ≥ 0.5; greedy: the tokens are
 //! identical up to the first near-tie (a CPU margin < 0.5). Lavapipe is ~60× slower than a
 //! CPU core, so the sequences are short.
@@ -213,6 +213,33 @@ fn qwen3next_tiny_matches_cpu() {
     if let Some(p) = tiny("qwen3next-tiny", "F32") {
         let rel = compare(p, TEXT, 6, 16);
         assert!(rel < 1e-3, "F32 logits differ by {rel:.2e} (relative)");
+    }
+}
+
+/// qwen4exp: hyper-connections (4 residual streams), Gated DeltaNet layers, gated attention
+/// with QSA (budget 16 tokens in blocks of 4: positions from 19 on attend over their kept
+/// blocks, chosen on the host as the CPU chooses them), PLE with its n-gram table, routed
+/// and shared experts, all on the device. 24 greedy steps reach position 29. In F32 the
+/// logits must also agree closely, which a wrong selection, gate or stream could not.
+#[test]
+fn qwen4exp_tiny_matches_cpu() {
+    if let Some(p) = tiny("qwen4exp-tiny", "Q4_K_M") {
+        compare(p, TEXT, 6, 24);
+    }
+    if let Some(p) = tiny("qwen4exp-tiny", "F32") {
+        let rel = compare(p, TEXT, 6, 24);
+        assert!(rel < 1e-3, "F32 logits differ by {rel:.2e} (relative)");
+    }
+}
+
+/// qwen4exp without PLE, and without the QSA indexer (dense attention on every query).
+#[test]
+fn qwen4exp_tiny_variants_match_cpu() {
+    for name in ["qwen4exp-tiny-nople", "qwen4exp-tiny-noidx"] {
+        if let Some(p) = tiny(name, "F32") {
+            let rel = compare(p, TEXT, 6, 24);
+            assert!(rel < 1e-3, "{name} F32 logits differ by {rel:.2e} (relative)");
+        }
     }
 }
 
