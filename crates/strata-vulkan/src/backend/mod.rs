@@ -1,17 +1,17 @@
 //! [`Vulkan`]: the engine's [`Backend`] on one Vulkan device — the ops of dense models
-//! (llama, qwen2, qwen3, gemma3), qwen3moe's routed experts and qwen3next's Gated DeltaNet
-//! layers, gated attention and shared experts on device buffers, weights uploaded once and
-//! found again by their address, KV caches mirrored on the device ([`crate::kv_mirror`]),
-//! recurrent state uploaded and read back by each recurrent op (`hybrid.rs`).
+//! (llama, qwen2, qwen3, gemma3), qwen3moe's routed experts, qwen3next's Gated DeltaNet
+//! layers, gated attention and shared experts, and qwen4exp's hyper-connections, PLE and QSA
+//! sparse attention on device buffers, weights uploaded once and found again by their
+//! address, KV caches mirrored on the device ([`crate::kv_mirror`]), recurrent state uploaded
+//! and read back by each recurrent op (`hybrid.rs`).
 //!
 //! Each op records its kernels and waits for them (one submission per op): correctness first;
-//! batching a whole forward into few submissions is the next step for speed. Ops no supported
-//! graph uses yet (qwen4exp's hyper-connections, QSA, PLE gate and embedding rows) are
-//! reported as [`EngineError::Unsupported`]: those that return nothing record the error,
-//! which [`Backend::finish`] returns at the end of the run.
+//! batching a whole forward into few submissions is the next step for speed. Ops that return
+//! nothing record their first error, which [`Backend::finish`] returns at the end of the run.
 //!
 //! `memory.rs`: the buffers (`VkBuf`) and device weights; `ops.rs`: the ops; `moe.rs`: the
-//! routed experts; `hybrid.rs`: the recurrent ops' per-sequence state, split and concat.
+//! routed experts; `hybrid.rs`: the recurrent ops' per-sequence state, split and concat;
+//! `qsa.rs`: QSA's kept positions chosen on the host, then the sparse attention pass.
 
 mod hybrid;
 mod memory;
