@@ -238,7 +238,10 @@ fn qwen4exp_tiny_variants_match_cpu() {
     for name in ["qwen4exp-tiny-nople", "qwen4exp-tiny-noidx"] {
         if let Some(p) = tiny(name, "F32") {
             let rel = compare(p, TEXT, 6, 24);
-            assert!(rel < 1e-3, "{name} F32 logits differ by {rel:.2e} (relative)");
+            assert!(
+                rel < 1e-3,
+                "{name} F32 logits differ by {rel:.2e} (relative)"
+            );
         }
     }
 }
