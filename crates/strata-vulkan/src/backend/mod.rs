@@ -231,8 +231,7 @@ impl Vulkan {
         (q, k, v): (&VkBuf, &VkBuf, &VkBuf),
         (kh, vh): (&[f32], &[f32]),
         shape: &AttnShape,
-        out: &Buffer,
-        sparse: Option<&Buffer>,
+        (out, sparse): (&Buffer, Option<&Buffer>),
     ) -> Result<(), VkError> {
         let n_t = s.rows.len();
         let row = shape.n_kv_head * shape.head_dim;

@@ -164,7 +164,7 @@ impl Backend for Vulkan {
             self.output(out, q.rows, shape.n_head * shape.head_dim)?;
             let ob = out.input("attention")?;
             for s in seqs.iter_mut() {
-                self.attend_seq(s, layer, (q, k, v), (&kh, &vh), shape, ob, None)?;
+                self.attend_seq(s, layer, (q, k, v), (&kh, &vh), shape, (ob, None))?;
             }
             Ok(())
         };

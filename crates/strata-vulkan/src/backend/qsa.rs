@@ -57,8 +57,7 @@ impl Vulkan {
                 (x.q, x.k, x.v),
                 (&kh, &vh),
                 shape,
-                ob,
-                idx.as_ref(),
+                (ob, idx.as_ref()),
             )?;
         }
         Ok(())
