@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -308,13 +309,14 @@ fn device_recurrent_state_follows_restore_and_truncate() {
 }
 
 /// Two sequences in one run (each attending over its own device KV mirror, each continuing
-/// its own recurrent state) give the logits of each fed alone, for the model at `path`.
-fn batched_sequences_match_each_alone(path: PathBuf) {
+/// its own recurrent state) give the logits of each fed alone, for the model at `path`: the
+/// tokens `a` and `b` of the text.
+fn batched_sequences_match_each_alone(path: PathBuf, (a, b): (Range<usize>, Range<usize>)) {
     let Some(dev) = common::device() else { return };
     let mut m = Model::load(&path).expect("load");
     m.set_device(Box::new(OnDevice::new(Vulkan::on(&dev))));
     let tokens = m.tokenizer().encode(TEXT, true, false);
-    let (a, b) = (&tokens[..7], &tokens[7..19]);
+    let (a, b) = (&tokens[a], &tokens[b]);
     let alone = |t: &[u32]| {
         let mut s = m.new_session(256, KvType::F16);
         m.forward(&mut s, t).expect("alone").to_vec()
@@ -351,7 +353,7 @@ fn batched_sequences_match_each_alone(path: PathBuf) {
 #[test]
 fn sequences_batched_on_the_device_match_each_alone() {
     if let Some(p) = tiny("llama-tiny", "Q8_0") {
-        batched_sequences_match_each_alone(p);
+        batched_sequences_match_each_alone(p, (0..7, 7..19));
     }
 }
 
@@ -360,6 +362,16 @@ fn sequences_batched_on_the_device_match_each_alone() {
 #[test]
 fn recurrent_sequences_batched_on_the_device_match_each_alone() {
     if let Some(p) = tiny("qwen3next-tiny", "Q8_0") {
-        batched_sequences_match_each_alone(p);
+        batched_sequences_match_each_alone(p, (0..7, 7..19));
+    }
+}
+
+/// qwen4exp: two sequences of 21 tokens, so each one's last two positions (19, 20) are past
+/// QSA's budget: the second sequence's sparse queries start at row 40 of the run and keep
+/// the blocks of its own cache; its PLE convolution and DeltaNet layers continue its own state.
+#[test]
+fn qwen4exp_sequences_batched_on_the_device_match_each_alone() {
+    if let Some(p) = tiny("qwen4exp-tiny", "Q8_0") {
+        batched_sequences_match_each_alone(p, (0..21, 3..24));
     }
 }
