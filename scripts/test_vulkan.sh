@@ -3,7 +3,7 @@
 # dense models against the CPU (tests/models.rs: the tiny models of make_tiny_models.sh and
 # SmolLM2-135M, which must be in place with CI=true); then one build of the `strata` binary
 # with the `vulkan` feature and short `strata run -ngl 99` runs on the device (SmolLM2-135M,
-# qwen3moe-tiny, qwen3next-tiny), each timed.
+# qwen3moe-tiny, qwen3next-tiny, qwen4exp-tiny), each timed.
 #
 # Needs the Vulkan loader and lavapipe (Debian: libvulkan1 mesa-vulkan-drivers) and a shaderc
 # library for build.rs (libshaderc-dev; without it the shaderc crate builds shaderc from
@@ -100,5 +100,20 @@ if [ "$part" = all ] || [ "$part" = cli ]; then
     grep -q "offloaded 4/4 layers" "$target/next-ngl.err" || { echo "vulkan: qwen3next-tiny was not offloaded" >&2; cat "$target/next-ngl.err" >&2; exit 1; }
     [ "$gpu" = "$cpu" ] || { printf 'vulkan: qwen3next-tiny F32 text differs\n-ngl 99: %s\ncpu:     %s\n' "$gpu" "$cpu" >&2; exit 1; }
     echo "vulkan: qwen3next-tiny F32 with -ngl 99 gives the CPU's 16 greedy tokens"
+  fi
+  # qwen4exp (hyper-connections, QSA with its indexer, PLE, Gated DeltaNet, routed + shared
+  # experts on the device): offloaded, and in F32 the same greedy text as the CPU. 24 tokens
+  # after the 6 of the prompt: positions past QSA's budget (19 on) attend over kept blocks.
+  q4x="${STRATA_TINY_DIR:-$HOME/.cache/strata/tiny}/qwen4exp-tiny/qwen4exp-tiny-F32.gguf"
+  if [ -f "$q4x" ]; then
+    t0=$(secs)
+    run_q4x() { "$target/release/strata" run -m "$q4x" -p "The capital of France is" -n 24 --temp 0 "$@"; }
+    gpu=$(run_q4x -ngl 99 2>"$target/q4x-ngl.err")
+    cpu=$(run_q4x 2>/dev/null)
+    t1=$(secs)
+    grep -q "offloaded 4/4 layers" "$target/q4x-ngl.err" || { echo "vulkan: qwen4exp-tiny was not offloaded" >&2; cat "$target/q4x-ngl.err" >&2; exit 1; }
+    [ "$gpu" = "$cpu" ] || { printf 'vulkan: qwen4exp-tiny F32 text differs\n-ngl 99: %s\ncpu:     %s\n' "$gpu" "$cpu" >&2; exit 1; }
+    echo "vulkan: qwen4exp-tiny F32 with -ngl 99 gives the CPU's 24 greedy tokens"
+    took "$t0" "$t1" "strata run qwen4exp-tiny F32 (-ngl 99 and CPU, 24 tokens each)"
   fi
 fi

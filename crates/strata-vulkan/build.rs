@@ -47,6 +47,10 @@ const PLAIN: &[&str] = &[
     "gate",
     "add_gated",
     "copy_cols",
+    "hc_collapse",
+    "hc_expand_add",
+    "ple_gate",
+    "attention_sparse",
 ];
 
 fn main() {

@@ -1,11 +1,11 @@
 //! `-ngl/--gpu-layers N` and `--device N`: where a loaded model's layers run.
 //!
 //! With the `vulkan` feature, a Vulkan device and a dense model (llama, qwen2, qwen3,
-//! gemma3), qwen3moe or qwen3next, `-ngl N` with N ≥ the layer count (or -1) runs every layer
-//! (with the routed experts, and qwen3next's Gated DeltaNet layers and shared experts), the
-//! embedding and the LM head on the device; its weights are uploaded at load. Partial
-//! offload, qwen4exp, a missing loader or device: one line saying so, and the CPU runs the
-//! model.
+//! gemma3), qwen3moe, qwen3next or qwen4exp, `-ngl N` with N ≥ the layer count (or -1) runs
+//! every layer (with the routed experts, Gated DeltaNet layers and shared experts, and
+//! qwen4exp's hyper-connections, QSA and PLE), the embedding and the LM head on the device;
+//! its weights are uploaded at load. qwen4exp's MTP draft layer stays on the CPU. Partial
+//! offload, a missing loader or device: one line saying so, and the CPU runs the model.
 
 use strata_engine::Model;
 

@@ -11,7 +11,8 @@
 //!   layouts ([`QMatrix`], types in [`MATMUL_TYPES`]); RMS norm, add (also of a broadcast
 //!   row), scale, SiLU, GLU and RoPE; the Gated DeltaNet kernels (L2 norm of heads, causal
 //!   conv1d with history, gates, the gated delta rule with state); output gates, the gated add
-//!   of a shared expert, and column copies (split, concat).
+//!   of a shared expert, and column copies (split, concat); qwen4exp's hyper-connection
+//!   collapse and combine, PLE gate, and attention over listed positions (QSA's kept tokens).
 //!
 //! The Vulkan loader is opened at run time: on a machine without one, [`adapters`] and
 //! [`Device::new`] return [`VkError::NoLoader`] (or [`VkError::NoDevice`]) and nothing panics.
@@ -39,6 +40,7 @@ mod elementwise;
 mod error;
 mod gating;
 mod get_rows;
+mod hyper;
 mod instance;
 mod kernels;
 mod kv_mirror;
@@ -47,6 +49,7 @@ mod pipeline;
 mod recorder;
 mod recurrent;
 mod shaders;
+mod sparse_attention;
 pub mod transfer;
 
 pub use adapter::{AdapterInfo, AdapterKind};
@@ -64,3 +67,4 @@ pub use pipeline::Pipeline;
 pub use recorder::Recorder;
 pub use recurrent::{ConvDims, DeltaDims};
 pub use shaders::MATMUL_TYPES;
+pub use sparse_attention::{position_lists, SparseDims};

@@ -7,8 +7,9 @@ mod spirv {
 }
 
 pub(crate) use spirv::{
-    ADD, ADD_GATED, ATTENTION, CONV1D, COPY_COLS, DELTA_GATES, DELTA_RULE, GATE, GLU, KV_STORE,
-    L2_NORM, RMS_NORM, ROPE, SCALE, SILU, SOFTCAP,
+    ADD, ADD_GATED, ATTENTION, ATTENTION_SPARSE, CONV1D, COPY_COLS, DELTA_GATES, DELTA_RULE, GATE,
+    GLU, HC_COLLAPSE, HC_EXPAND_ADD, KV_STORE, L2_NORM, PLE_GATE, RMS_NORM, ROPE, SCALE, SILU,
+    SOFTCAP,
 };
 
 /// The matrix-vector kernel for weight type `ty` with a subgroup (`true`) or shared-memory

@@ -29,12 +29,6 @@ const UNSUPPORTED: &[&str] = &[
     "matmul/IQ3_S",
     "matmul/IQ1_S",
     "matmul/IQ1_M",
-    // Hyper-connections, PLE's gate and embedding rows, and QSA (qwen4exp).
-    "hc_collapse",
-    "hc_expand_add",
-    "ple_gate",
-    "embed_rows",
-    "attend_qsa",
 ];
 
 /// The key of a case name: its op (`rms_norm/576/T1` → `rms_norm`), and for a matmul or
@@ -72,6 +66,13 @@ fn tolerance(key: &str) -> f32 {
         // Online softmax in workgroup chunks vs the CPU's blocked softmax; f16 caches hold the
         // same rounded values on both sides. Measured 1.5e-6.
         "attention" => 1e-5,
+        // QSA: the kept blocks chosen on the host by the engine's own code (the same blocks),
+        // then the dense kernel and a sparse one of the same online softmax over the kept
+        // positions. Measured 2.9e-7.
+        "attend_qsa" => 1e-5,
+        // Hyper-connections and the PLE gate (qwen4exp): σ through exp in another libm, the
+        // gate's dot product reduced in another order. Measured ≤ 9.5e-8.
+        "hc_collapse" | "hc_expand_add" | "ple_gate" => 1e-6,
         // Sums of squares in another order; exp in another libm. Measured ≤ 2.3e-7.
         "rms_norm" | "rms_norm_grouped" | "swiglu" | "silu" | "softcap" | "rope" => 1e-5,
         // GELU evaluated and rounded at f16 on both sides (ggml-cpu's table): one f16 ulp.
@@ -88,7 +89,7 @@ fn tolerance(key: &str) -> f32 {
         // products summed in tap order on both sides (a device may fuse them). Measured 0.
         "conv1d" | "conv1d_state" | "ple_conv" | "ple_conv_state" => 1e-6,
         // Dequantization alone, and exact float operations.
-        "embed" | "scale" => 1e-6,
+        "embed" | "embed_rows" | "scale" => 1e-6,
         // Copies of columns.
         "split" | "concat" => 0.0,
         _ => 0.0,

@@ -1,12 +1,13 @@
 //! Whole models on the Vulkan backend against the CPU backend: the tiny random models of
 //! scripts/make_tiny_models.sh (dense, qwen3moe with routed experts, qwen3next with Gated
-//! DeltaNet layers) and SmolLM2-135M. Teacher-forced: the top-1 token agrees
+//! DeltaNet layers, qwen4exp with hyper-connections, QSA and PLE) and SmolLM2-135M. Teacher-forced: the top-1 token agrees
 //! at ≥ 99 % of the positions where the CPU's top-2 margin is ≥ 0.5; greedy: the tokens are
 //! identical up to the first near-tie (a CPU margin < 0.5). Lavapipe is ~60× slower than a
 //! CPU core, so the sequences are short.
 
 mod common;
 
+use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -216,6 +217,36 @@ fn qwen3next_tiny_matches_cpu() {
     }
 }
 
+/// qwen4exp: hyper-connections (4 residual streams), Gated DeltaNet layers, gated attention
+/// with QSA (budget 16 tokens in blocks of 4: positions from 19 on attend over their kept
+/// blocks, chosen on the host as the CPU chooses them), PLE with its n-gram table, routed
+/// and shared experts, all on the device. 24 greedy steps reach position 29. In F32 the
+/// logits must also agree closely, which a wrong selection, gate or stream could not.
+#[test]
+fn qwen4exp_tiny_matches_cpu() {
+    if let Some(p) = tiny("qwen4exp-tiny", "Q4_K_M") {
+        compare(p, TEXT, 6, 24);
+    }
+    if let Some(p) = tiny("qwen4exp-tiny", "F32") {
+        let rel = compare(p, TEXT, 6, 24);
+        assert!(rel < 1e-3, "F32 logits differ by {rel:.2e} (relative)");
+    }
+}
+
+/// qwen4exp without PLE, and without the QSA indexer (dense attention on every query).
+#[test]
+fn qwen4exp_tiny_variants_match_cpu() {
+    for name in ["qwen4exp-tiny-nople", "qwen4exp-tiny-noidx"] {
+        if let Some(p) = tiny(name, "F32") {
+            let rel = compare(p, TEXT, 6, 24);
+            assert!(
+                rel < 1e-3,
+                "{name} F32 logits differ by {rel:.2e} (relative)"
+            );
+        }
+    }
+}
+
 #[test]
 fn smollm2_135m_matches_cpu() {
     if let Some(p) = smollm2() {
@@ -278,13 +309,14 @@ fn device_recurrent_state_follows_restore_and_truncate() {
 }
 
 /// Two sequences in one run (each attending over its own device KV mirror, each continuing
-/// its own recurrent state) give the logits of each fed alone, for the model at `path`.
-fn batched_sequences_match_each_alone(path: PathBuf) {
+/// its own recurrent state) give the logits of each fed alone, for the model at `path`: the
+/// tokens `a` and `b` of the text.
+fn batched_sequences_match_each_alone(path: PathBuf, (a, b): (Range<usize>, Range<usize>)) {
     let Some(dev) = common::device() else { return };
     let mut m = Model::load(&path).expect("load");
     m.set_device(Box::new(OnDevice::new(Vulkan::on(&dev))));
     let tokens = m.tokenizer().encode(TEXT, true, false);
-    let (a, b) = (&tokens[..7], &tokens[7..19]);
+    let (a, b) = (&tokens[a], &tokens[b]);
     let alone = |t: &[u32]| {
         let mut s = m.new_session(256, KvType::F16);
         m.forward(&mut s, t).expect("alone").to_vec()
@@ -321,7 +353,7 @@ fn batched_sequences_match_each_alone(path: PathBuf) {
 #[test]
 fn sequences_batched_on_the_device_match_each_alone() {
     if let Some(p) = tiny("llama-tiny", "Q8_0") {
-        batched_sequences_match_each_alone(p);
+        batched_sequences_match_each_alone(p, (0..7, 7..19));
     }
 }
 
@@ -330,6 +362,16 @@ fn sequences_batched_on_the_device_match_each_alone() {
 #[test]
 fn recurrent_sequences_batched_on_the_device_match_each_alone() {
     if let Some(p) = tiny("qwen3next-tiny", "Q8_0") {
-        batched_sequences_match_each_alone(p);
+        batched_sequences_match_each_alone(p, (0..7, 7..19));
+    }
+}
+
+/// qwen4exp: two sequences of 21 tokens, so each one's last two positions (19, 20) are past
+/// QSA's budget: the second sequence's sparse queries start at row 40 of the run and keep
+/// the blocks of its own cache; its PLE convolution and DeltaNet layers continue its own state.
+#[test]
+fn qwen4exp_sequences_batched_on_the_device_match_each_alone() {
+    if let Some(p) = tiny("qwen4exp-tiny", "Q8_0") {
+        batched_sequences_match_each_alone(p, (0..21, 3..24));
     }
 }

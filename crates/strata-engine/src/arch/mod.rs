@@ -130,12 +130,15 @@ impl Graph {
 
     /// The weight matrices of a graph that a device backend runs whole, for it to upload at
     /// load: the dense family (embedding, every layer's projections — for qwen3moe its router
-    /// and its three whole expert tensors — LM head) and qwen3next (also its DeltaNet
-    /// projections and its shared experts); `None` for qwen4exp, whose hyper-connection, PLE
-    /// and QSA ops no device backend runs yet.
+    /// and its three whole expert tensors — LM head), qwen3next (also its DeltaNet
+    /// projections and its shared experts) and qwen4exp (also its hyper-connection gates, QSA
+    /// indexer, PLE projections and n-gram table; its MTP draft layer runs on the CPU).
+    /// `None` for a graph no device backend runs.
     pub fn device_matrices(&self) -> Option<Vec<&Matrix<'static>>> {
-        if let Graph::Qwen3Next(w) = self {
-            return Some(w.matrices());
+        match self {
+            Graph::Qwen3Next(w) => return Some(w.matrices()),
+            Graph::Qwen4Exp(w) => return Some(w.matrices()),
+            _ => {}
         }
         let Graph::Dense(w) = self else { return None };
         let mut out = vec![&w.token_embd];

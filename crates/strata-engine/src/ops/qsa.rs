@@ -124,26 +124,7 @@ pub fn qsa_attention(
         return;
     }
     let n_blocks = (pos0 + t_n) / qsa.ratio;
-    {
-        let (raw, cache) = kv
-            .index_keys_and_blocks()
-            .expect("a QSA layer caches indexer keys");
-        // Pool only the blocks completed (or rewritten) since the last call.
-        let valid = cache.valid(qsa.ratio, qsa.head_dim).min(n_blocks);
-        cache.keys.truncate(valid * qsa.head_dim);
-        POOLING.with(|cell| {
-            let bks = &mut *cell.borrow_mut();
-            pool_blocks(
-                |p| raw.row(p),
-                valid..n_blocks,
-                qsa,
-                bk,
-                bks,
-                &mut cache.keys,
-            );
-        });
-        cache.clean = usize::MAX;
-    }
+    update_block_keys(kv, n_blocks, qsa, bk);
     let kv = &*kv;
     let cache = kv
         .block_key_cache()
@@ -163,6 +144,28 @@ pub fn qsa_attention(
             }
         });
     });
+}
+
+/// Brings the layer's block-key cache up to its first `n_blocks` complete blocks: pools only
+/// the blocks completed (or rewritten) since the last call.
+fn update_block_keys(kv: &mut LayerKv, n_blocks: usize, qsa: &QsaShape, bk: BlockKeyWeights<'_>) {
+    let (raw, cache) = kv
+        .index_keys_and_blocks()
+        .expect("a QSA layer caches indexer keys");
+    let valid = cache.valid(qsa.ratio, qsa.head_dim).min(n_blocks);
+    cache.keys.truncate(valid * qsa.head_dim);
+    POOLING.with(|cell| {
+        let bks = &mut *cell.borrow_mut();
+        pool_blocks(
+            |p| raw.row(p),
+            valid..n_blocks,
+            qsa,
+            bk,
+            bks,
+            &mut cache.keys,
+        );
+    });
+    cache.clean = usize::MAX;
 }
 
 /// Fills `out.keys` with the keys `[n_blocks][di]` of the first `n_blocks` complete blocks:
@@ -279,8 +282,10 @@ fn row_f32<'a>(rows: KvRows<'a>, p: usize, at: usize, hd: usize, buf: &'a mut [f
     }
 }
 
+mod select;
 #[cfg(test)]
 mod tests;
 mod topk;
 
+pub use select::sparse_positions;
 use topk::torch_topk;

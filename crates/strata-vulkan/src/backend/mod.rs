@@ -1,22 +1,23 @@
 //! [`Vulkan`]: the engine's [`Backend`] on one Vulkan device — the ops of dense models
-//! (llama, qwen2, qwen3, gemma3), qwen3moe's routed experts and qwen3next's Gated DeltaNet
-//! layers, gated attention and shared experts on device buffers, weights uploaded once and
-//! found again by their address, KV caches mirrored on the device ([`crate::kv_mirror`]),
-//! recurrent state uploaded and read back by each recurrent op (`hybrid.rs`).
+//! (llama, qwen2, qwen3, gemma3), qwen3moe's routed experts, qwen3next's Gated DeltaNet
+//! layers, gated attention and shared experts, and qwen4exp's hyper-connections, PLE and QSA
+//! sparse attention on device buffers, weights uploaded once and found again by their
+//! address, KV caches mirrored on the device ([`crate::kv_mirror`]), recurrent state uploaded
+//! and read back by each recurrent op (`hybrid.rs`).
 //!
 //! Each op records its kernels and waits for them (one submission per op): correctness first;
-//! batching a whole forward into few submissions is the next step for speed. Ops no supported
-//! graph uses yet (qwen4exp's hyper-connections, QSA, PLE gate and embedding rows) are
-//! reported as [`EngineError::Unsupported`]: those that return nothing record the error,
-//! which [`Backend::finish`] returns at the end of the run.
+//! batching a whole forward into few submissions is the next step for speed. Ops that return
+//! nothing record their first error, which [`Backend::finish`] returns at the end of the run.
 //!
 //! `memory.rs`: the buffers (`VkBuf`) and device weights; `ops.rs`: the ops; `moe.rs`: the
-//! routed experts; `hybrid.rs`: the recurrent ops' per-sequence state, split and concat.
+//! routed experts; `hybrid.rs`: the recurrent ops' per-sequence state, split and concat;
+//! `qsa.rs`: QSA's kept positions chosen on the host, then the sparse attention pass.
 
 mod hybrid;
 mod memory;
 mod moe;
 mod ops;
+mod qsa;
 
 pub use memory::{VkBuf, VkMem};
 
@@ -37,6 +38,7 @@ use crate::error::VkError;
 use crate::kernels::Kernels;
 use crate::kv_mirror::Mirrors;
 use crate::recorder::Recorder;
+use crate::sparse_attention::SparseDims;
 use crate::transfer;
 use memory::Weight;
 
@@ -170,13 +172,6 @@ impl Vulkan {
         }
     }
 
-    fn unsupported(&self, op: &'static str) -> EngineError {
-        EngineError::Unsupported {
-            backend: "vulkan".into(),
-            op,
-        }
-    }
-
     fn device_err(&self, e: VkError) -> EngineError {
         EngineError::Device {
             backend: self.name(),
@@ -236,7 +231,7 @@ impl Vulkan {
         (q, k, v): (&VkBuf, &VkBuf, &VkBuf),
         (kh, vh): (&[f32], &[f32]),
         shape: &AttnShape,
-        out: &Buffer,
+        (out, sparse): (&Buffer, Option<&Buffer>),
     ) -> Result<(), VkError> {
         let n_t = s.rows.len();
         let row = shape.n_kv_head * shape.head_dim;
@@ -277,7 +272,23 @@ impl Vulkan {
                 (s.rows.start, s.pos0, n_t),
                 round,
             )?;
-            self.k.attention(r, &dims, qb, kc, vc, out)
+            self.k.attention(r, &dims, qb, kc, vc, out)?;
+            match sparse {
+                // QSA's sparse queries over their kept positions (`qsa.rs`).
+                Some(idx) => {
+                    let sd = SparseDims {
+                        n_t,
+                        row0: s.rows.start,
+                        n_head: shape.n_head,
+                        n_kv_head: shape.n_kv_head,
+                        head_dim: shape.head_dim,
+                        scale: shape.scale,
+                        n_pos: s.pos0 + n_t,
+                    };
+                    self.k.attention_sparse(r, &sd, qb, (kc, vc), idx, out)
+                }
+                None => Ok(()),
+            }
         })?;
         m.valid = s.pos0 + n_t;
         Ok(())

@@ -64,12 +64,15 @@ impl Backend for Vulkan {
 
     fn embed_rows(
         &self,
-        _: &Matrix<'_>,
-        _: &[u32],
-        _: usize,
-        _: &mut VkBuf,
+        table: &Matrix<'_>,
+        ids: &[u32],
+        per_row: usize,
+        x: &mut VkBuf,
     ) -> Result<(), EngineError> {
-        Err(self.unsupported("embed_rows"))
+        // `[T][per_row·cols]` is `[T·per_row][cols]`: the rows of `embed` at scale 1.
+        self.embed(table, 1.0, ids, x)?;
+        x.resize(ids.len() / per_row.max(1), per_row * table.cols);
+        Ok(())
     }
 
     fn rope_angles(&self, rope: &Rope, pos: &[usize], cs: &mut VkBuf) {
@@ -161,7 +164,7 @@ impl Backend for Vulkan {
             self.output(out, q.rows, shape.n_head * shape.head_dim)?;
             let ob = out.input("attention")?;
             for s in seqs.iter_mut() {
-                self.attend_seq(s, layer, (q, k, v), (&kh, &vh), shape, ob)?;
+                self.attend_seq(s, layer, (q, k, v), (&kh, &vh), shape, (ob, None))?;
             }
             Ok(())
         };
@@ -170,15 +173,15 @@ impl Backend for Vulkan {
 
     fn attend_qsa(
         &self,
-        _: &mut [SeqRun<'_>],
-        _: usize,
-        _: QsaBufs<'_, Self>,
-        _: &AttnShape,
-        _: &QsaShape,
-        _: BlockKeyWeights<'_>,
-        _: &mut VkBuf,
+        seqs: &mut [SeqRun<'_>],
+        layer: usize,
+        x: QsaBufs<'_, Self>,
+        shape: &AttnShape,
+        qsa: &QsaShape,
+        bk: BlockKeyWeights<'_>,
+        out: &mut VkBuf,
     ) {
-        self.fail(self.unsupported("attend_qsa"));
+        self.check(self.qsa_run(seqs, layer, x, (shape, qsa, bk), out));
     }
 
     fn conv1d(&self, seqs: &mut [SeqRun<'_>], layer: usize, x: &VkBuf, w: &[f32], out: &mut VkBuf) {
@@ -257,16 +260,48 @@ impl Backend for Vulkan {
         self.check(run());
     }
 
-    fn hc_collapse(&self, _: &VkBuf, _: &VkBuf, _: usize, _: &mut VkBuf) {
-        self.fail(self.unsupported("hc_collapse"));
+    fn hc_collapse(&self, rn: &VkBuf, g: &VkBuf, n_streams: usize, out: &mut VkBuf) {
+        let mut run = || -> Result<(), VkError> {
+            let d = rn.cols.checked_div(n_streams).unwrap_or(0);
+            self.output(out, rn.rows, d)?;
+            let (rb, gb, ob) = (
+                rn.input("hc_collapse")?,
+                g.input("hc_collapse")?,
+                out.input("hc_collapse")?,
+            );
+            self.submit(|r| self.k.hc_collapse(r, rb, gb, ob, rn.rows, n_streams, d))
+        };
+        self.check(run());
     }
 
-    fn hc_expand_add(&self, _: &mut VkBuf, _: &VkBuf, _: &VkBuf) {
-        self.fail(self.unsupported("hc_expand_add"));
+    fn hc_expand_add(&self, r: &mut VkBuf, y: &VkBuf, inj: &VkBuf) {
+        let run = || -> Result<(), VkError> {
+            let (rb, yb, ib) = (
+                r.input("hc_expand_add")?,
+                y.input("hc_expand_add")?,
+                inj.input("hc_expand_add")?,
+            );
+            let (n_t, hc) = (inj.rows, inj.cols);
+            let d = y.cols;
+            self.submit(|rec| self.k.hc_expand_add(rec, rb, yb, ib, n_t, hc, d))
+        };
+        self.check(run());
     }
 
-    fn ple_gate(&self, _: &VkBuf, _: &VkBuf, _: &VkBuf, _: &mut VkBuf) {
-        self.fail(self.unsupported("ple_gate"));
+    fn ple_gate(&self, key: &VkBuf, qry: &VkBuf, val: &VkBuf, out: &mut VkBuf) {
+        let mut run = || -> Result<(), VkError> {
+            let (d, n_t) = (val.cols, key.rows);
+            let hc = key.cols.checked_div(d).unwrap_or(0);
+            self.output(out, n_t, key.cols)?;
+            let bufs = (
+                key.input("ple_gate")?,
+                qry.input("ple_gate")?,
+                val.input("ple_gate")?,
+            );
+            let ob = out.input("ple_gate")?;
+            self.submit(|r| self.k.ple_gate(r, bufs, ob, n_t, hc, d))
+        };
+        self.check(run());
     }
 
     fn glu(&self, act: Glu, gate: &mut VkBuf, up: &VkBuf) {

@@ -253,3 +253,26 @@ fn cached_block_keys_follow_rewritten_positions() {
     let unchanged = case(KvType::F32).run(0, n);
     assert_ne!(want, unchanged, "the rewrite changes some kept block");
 }
+
+#[test]
+fn sparse_positions_are_the_kept_positions_and_none_below_the_budget() {
+    let mut c = case(KvType::F32);
+    let bk = BlockKeyWeights {
+        k_norm: &c.k_norm.clone(),
+        rope: &c.rope.clone(),
+    };
+    let mut lists = Vec::new();
+    // Two calls (prefill of 21, then the rest): the block-key cache carries over.
+    for (pos0, t) in [(0, 21), (21, c.n_pos - 21)] {
+        let iq = &c.iq[pos0 * NI * DI..(pos0 + t) * NI * DI];
+        sparse_positions(iq, &mut c.cache.layers[0], pos0, &c.qsa, bk, &mut lists);
+        assert_eq!(lists.len(), t);
+        for (i, got) in lists.iter().enumerate() {
+            let p = pos0 + i;
+            match c.qsa.is_dense_at(p) {
+                true => assert!(got.is_empty(), "position {p} is dense"),
+                false => assert_eq!(got, &c.reference_kept(p), "position {p}"),
+            }
+        }
+    }
+}
