@@ -11,6 +11,8 @@ pub mod qwen4exp;
 mod rng;
 pub mod tiny;
 
+// Not every test binary that includes `common` draws random numbers.
+#[allow(unused_imports)]
 pub use rng::Rng;
 
 /// The three real models, by known name and file name (see scripts/make_refs.py).

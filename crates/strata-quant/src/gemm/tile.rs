@@ -284,8 +284,8 @@ unsafe fn tile<K: Tile, const R: usize, const T: usize>(
             let prep: [K::Prep; T] = match preps {
                 Some(p) => {
                     let mut prep = [*p.add(t0 * n_steps + s); T];
-                    for j in 1..T {
-                        prep[j] = *p.add((t0 + j) * n_steps + s);
+                    for (j, prep) in prep.iter_mut().enumerate().skip(1) {
+                        *prep = *p.add((t0 + j) * n_steps + s);
                     }
                     prep
                 }
