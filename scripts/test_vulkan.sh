@@ -70,6 +70,10 @@ if [ "$part" = all ] || [ "$part" = cli ]; then
   "$target/release/strata" devices
   took "$t0" "$t1" "building strata with --features vulkan"
   smol="${STRATA_MODELS_DIR:-$HOME/.cache/strata/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
+  if [ ! -f "$smol" ] && [ "${CI:-}" = true ]; then
+    echo "vulkan: $smol is missing (CI=true)" >&2
+    exit 1
+  fi
   if [ -f "$smol" ]; then
     t0=$(secs)
     out=$("$target/release/strata" run -m "$smol" -p "The capital of France is" -n 4 --temp 0 -ngl 99 2>&1)
@@ -79,41 +83,31 @@ if [ "$part" = all ] || [ "$part" = cli ]; then
     echo "$out" | grep -q "Paris" || { echo "vulkan: -ngl 99 did not answer Paris" >&2; exit 1; }
     took "$t0" "$t1" "strata run -ngl 99 (SmolLM2-135M, 4 tokens)"
   fi
-  # qwen3moe (routed experts on the device): offloaded, and in F32 (no activation
-  # quantization on the CPU) the same greedy text as the CPU.
-  moe="${STRATA_TINY_DIR:-$HOME/.cache/strata/tiny}/qwen3moe-tiny/qwen3moe-tiny-F32.gguf"
-  if [ -f "$moe" ]; then
-    run_moe() { "$target/release/strata" run -m "$moe" -p "The capital of France is" -n 16 --temp 0 "$@"; }
-    gpu=$(run_moe -ngl 99 2>"$target/moe-ngl.err")
-    cpu=$(run_moe 2>/dev/null)
-    grep -q "offloaded 4/4 layers" "$target/moe-ngl.err" || { echo "vulkan: qwen3moe-tiny was not offloaded" >&2; cat "$target/moe-ngl.err" >&2; exit 1; }
-    [ "$gpu" = "$cpu" ] || { printf 'vulkan: qwen3moe-tiny F32 text differs\n-ngl 99: %s\ncpu:     %s\n' "$gpu" "$cpu" >&2; exit 1; }
-    echo "vulkan: qwen3moe-tiny F32 with -ngl 99 gives the CPU's 16 greedy tokens"
-  fi
-  # qwen3next (Gated DeltaNet layers, gated attention, routed + shared experts on the
-  # device): offloaded, and in F32 the same greedy text as the CPU.
-  next="${STRATA_TINY_DIR:-$HOME/.cache/strata/tiny}/qwen3next-tiny/qwen3next-tiny-F32.gguf"
-  if [ -f "$next" ]; then
-    run_next() { "$target/release/strata" run -m "$next" -p "The capital of France is" -n 16 --temp 0 "$@"; }
-    gpu=$(run_next -ngl 99 2>"$target/next-ngl.err")
-    cpu=$(run_next 2>/dev/null)
-    grep -q "offloaded 4/4 layers" "$target/next-ngl.err" || { echo "vulkan: qwen3next-tiny was not offloaded" >&2; cat "$target/next-ngl.err" >&2; exit 1; }
-    [ "$gpu" = "$cpu" ] || { printf 'vulkan: qwen3next-tiny F32 text differs\n-ngl 99: %s\ncpu:     %s\n' "$gpu" "$cpu" >&2; exit 1; }
-    echo "vulkan: qwen3next-tiny F32 with -ngl 99 gives the CPU's 16 greedy tokens"
-  fi
-  # qwen4exp (hyper-connections, QSA with its indexer, PLE, Gated DeltaNet, routed + shared
-  # experts on the device): offloaded, and in F32 the same greedy text as the CPU. 24 tokens
-  # after the 6 of the prompt: positions past QSA's budget (19 on) attend over kept blocks.
-  q4x="${STRATA_TINY_DIR:-$HOME/.cache/strata/tiny}/qwen4exp-tiny/qwen4exp-tiny-F32.gguf"
-  if [ -f "$q4x" ]; then
+  # same_as_cpu NAME N: tiny model NAME in F32 (no activation quantization on the CPU) is
+  # offloaded whole under -ngl 99 and gives the CPU's N greedy tokens. A missing file fails
+  # with CI=true.
+  same_as_cpu() {
+    local name="$1" n="$2" file gpu cpu t0 t1
+    file="${STRATA_TINY_DIR:-$HOME/.cache/strata/tiny}/$name/$name-F32.gguf"
+    if [ ! -f "$file" ]; then
+      [ "${CI:-}" = true ] && { echo "vulkan: $file is missing (CI=true)" >&2; exit 1; }
+      echo "vulkan: $name skipped: $file is missing"
+      return
+    fi
     t0=$(secs)
-    run_q4x() { "$target/release/strata" run -m "$q4x" -p "The capital of France is" -n 24 --temp 0 "$@"; }
-    gpu=$(run_q4x -ngl 99 2>"$target/q4x-ngl.err")
-    cpu=$(run_q4x 2>/dev/null)
+    gpu=$("$target/release/strata" run -m "$file" -p "The capital of France is" -n "$n" --temp 0 -ngl 99 2>"$target/$name-ngl.err")
+    cpu=$("$target/release/strata" run -m "$file" -p "The capital of France is" -n "$n" --temp 0 2>/dev/null)
     t1=$(secs)
-    grep -q "offloaded 4/4 layers" "$target/q4x-ngl.err" || { echo "vulkan: qwen4exp-tiny was not offloaded" >&2; cat "$target/q4x-ngl.err" >&2; exit 1; }
-    [ "$gpu" = "$cpu" ] || { printf 'vulkan: qwen4exp-tiny F32 text differs\n-ngl 99: %s\ncpu:     %s\n' "$gpu" "$cpu" >&2; exit 1; }
-    echo "vulkan: qwen4exp-tiny F32 with -ngl 99 gives the CPU's 24 greedy tokens"
-    took "$t0" "$t1" "strata run qwen4exp-tiny F32 (-ngl 99 and CPU, 24 tokens each)"
-  fi
+    grep -q "offloaded 4/4 layers" "$target/$name-ngl.err" || { echo "vulkan: $name was not offloaded" >&2; cat "$target/$name-ngl.err" >&2; exit 1; }
+    [ "$gpu" = "$cpu" ] || { printf 'vulkan: %s F32 text differs\n-ngl 99: %s\ncpu:     %s\n' "$name" "$gpu" "$cpu" >&2; exit 1; }
+    echo "vulkan: $name F32 with -ngl 99 gives the CPU's $n greedy tokens"
+    took "$t0" "$t1" "strata run $name F32 (-ngl 99 and CPU, $n tokens each)"
+  }
+  # qwen3moe: routed experts on the device.
+  same_as_cpu qwen3moe-tiny 16
+  # qwen3next: Gated DeltaNet layers, gated attention, routed + shared experts.
+  same_as_cpu qwen3next-tiny 16
+  # qwen4exp: hyper-connections, QSA with its indexer, PLE, Gated DeltaNet, experts; 24 tokens
+  # after the prompt's 6 reach positions past QSA's budget (19 on), which attend over kept blocks.
+  same_as_cpu qwen4exp-tiny 24
 fi
