@@ -108,8 +108,8 @@ pub struct ModelArgs {
     #[arg(long, default_value_t = strata_engine::model::UBATCH, value_parser = flags::ubatch)]
     pub ubatch: usize,
     /// Layers to offload to the GPU (llama.cpp's -ngl). With the `vulkan` feature, N ≥ the
-    /// model's layer count (or -1) runs a dense model (llama, qwen2, qwen3, gemma3) or
-    /// qwen3moe wholly on the Vulkan device; partial offload and other architectures run on the CPU, with a
+    /// model's layer count (or -1) runs the model (dense llama/qwen2/qwen3/gemma3, qwen3moe,
+    /// qwen3next, qwen4exp) wholly on the Vulkan device; partial offload runs on the CPU, with a
     /// notice. Without the feature the value is accepted and ignored, with a notice.
     #[arg(long = "gpu-layers", visible_alias = "n-gpu-layers", value_name = "N",
           allow_negative_numbers = true, value_parser = flags::gpu_layers)]
