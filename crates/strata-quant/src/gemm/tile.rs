@@ -129,12 +129,17 @@ fn scratch<T>(cache: &'static LocalKey<RefCell<Vec<Line>>>, lines: usize) -> *mu
 /// `job` in tiles of `R` rows × `T` tokens; the rows and tokens left over at the edges run as
 /// 1-row or 1-token tiles. Each group of `R` rows is decoded once into a per-thread cache and
 /// then sweeps every token, so the decoded weights stay in L1 while the activations stream
-/// from L2 (rows too long for the cache are decoded per tile instead).
+/// from L2 (rows too long for the cache are decoded per tile instead). `false` (nothing
+/// written) for a one-token job unless `K` asks for those ([`Tile::PREP_ONCE`]): the path's
+/// decode row loop runs them.
 ///
 /// # Safety
 /// `K`'s CPU features are available; `job`'s lengths were checked by `gemm`.
 #[inline(always)]
-pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) {
+pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) -> bool {
+    if job.n_tok == 1 && !K::PREP_ONCE {
+        return false;
+    }
     const CHECKED: &str = "gemm checked the lengths";
     let w: &[K::W] = cast_blocks(job.w).expect(CHECKED);
     let a: &[K::A] = cast_blocks(job.acts).expect(CHECKED);
@@ -150,7 +155,7 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
     let (n_rows, n_tok) = (job.n_rows, job.n_tok);
     let few_min = if K::PREP_ONCE { 1 } else { 2 };
     if (few_min..=FEW_MAX).contains(&n_tok) && few::<K>(&mut m, n_rows, n_tok) {
-        return;
+        return true;
     }
     let (rows_tiled, toks_tiled) = (n_rows / R * R, n_tok / T * T);
     // A kernel with a costly preparation prepares every token once, up front, instead of once
@@ -193,7 +198,7 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
                 tile::<K, 1, 1>(&mut m, r, t, None, preps);
             }
         }
-        return;
+        return true;
     }
     // No closure runs the kernels (it would not inherit the caller's target features): the
     // scratch is only sized inside one, and used after it.
@@ -219,6 +224,7 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
             tile::<K, 1, 1>(&mut m, r, t, Some(dec), preps);
         }
     }
+    true
 }
 
 /// Decodes every whole step of rows `r0..r0 + R` into `dec`, step-major: `dec[s·R + i]` is

@@ -18,23 +18,14 @@ use crate::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, Block
 use crate::q8_k::BlockQ8_K;
 use crate::{Block, BlockIQ4_NL, GgmlType};
 
-/// The tiled types on this path; `false` (nothing written) for the others.
+/// The tiled types on this path; `false` (nothing written) for the others and for one-token
+/// jobs that `run` leaves to the decode row loop.
 ///
 /// # Safety
 /// AVX2, FMA, F16C and `M`'s instructions are available; lengths checked by `gemm`.
 #[inline(always)]
 pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
     use GgmlType as T;
-    if job.n_tok == 1 {
-        // One token: only the kernels that prepare it once (`Tile::PREP_ONCE`).
-        return match ty {
-            T::Q4_K => {
-                run::<Q4K<M>, 2, 2>(job);
-                true
-            }
-            _ => false,
-        };
-    }
     match ty {
         T::Q4_0 => run::<Symmetric<BlockQ4_0, M>, 3, 4>(job),
         T::Q5_0 => run::<Symmetric<BlockQ5_0, M>, 3, 4>(job),
@@ -46,9 +37,8 @@ pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
         T::Q5_K => run::<AffineKTile<BlockQ5_K, M>, 4, 4>(job),
         T::Q6_K => run::<Q6K<M>, 4, 4>(job),
         T::IQ4_XS => run::<IQ4XS<M>, 4, 4>(job),
-        _ => return false,
+        _ => false,
     }
-    true
 }
 
 /// Q4_0, Q5_0, Q8_0, IQ4_NL against Q8_0: one block per step, two chains.

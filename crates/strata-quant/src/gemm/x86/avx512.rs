@@ -20,23 +20,14 @@ use crate::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, Block
 use crate::q8_k::BlockQ8_K;
 use crate::{BlockIQ4_NL, GgmlType};
 
-/// The tiled types on this path; `false` (nothing written) for the others.
+/// The tiled types on this path; `false` (nothing written) for the others and for one-token
+/// jobs that `run` leaves to the decode row loop.
 ///
 /// # Safety
 /// AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C are available; lengths checked by `gemm`.
 #[inline(always)]
 pub(super) unsafe fn gemm(ty: GgmlType, job: Job<'_>) -> bool {
     use GgmlType as T;
-    if job.n_tok == 1 {
-        // One token: only the kernels that prepare it once (`Tile::PREP_ONCE`).
-        return match ty {
-            T::Q4_K => {
-                run::<Q4K, 4, 2>(job);
-                true
-            }
-            _ => false,
-        };
-    }
     match ty {
         T::Q4_0 => symmetric::<BlockQ4_0>(job),
         T::Q5_0 => symmetric::<BlockQ5_0>(job),
@@ -48,9 +39,8 @@ pub(super) unsafe fn gemm(ty: GgmlType, job: Job<'_>) -> bool {
         T::Q5_K => run::<AffineKTile<BlockQ5_K>, 4, 4>(job),
         T::Q6_K => run::<Q6K, 4, 4>(job),
         T::IQ4_XS => run::<IQ4XS, 4, 4>(job),
-        _ => return false,
+        _ => false,
     }
-    true
 }
 
 /// A symmetric type in 8×2 tiles when 8 decoded rows stay in the scratch (each activation step
@@ -59,7 +49,7 @@ pub(super) unsafe fn gemm(ty: GgmlType, job: Job<'_>) -> bool {
 /// # Safety
 /// As for [`gemm`].
 #[inline(always)]
-unsafe fn symmetric<X: SymmetricTail>(job: Job<'_>) {
+unsafe fn symmetric<X: SymmetricTail>(job: Job<'_>) -> bool {
     if caches_rows::<Symmetric<X>, 8>(&job) {
         run::<Symmetric<X>, 8, 2>(job)
     } else {
