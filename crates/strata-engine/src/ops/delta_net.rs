@@ -141,41 +141,32 @@ fn recurrent_head(
     o: &mut [f32],
     scale: f32,
 ) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f")]
-        unsafe fn avx512(a: Head<'_, '_>) {
-            a.run()
-        }
-        #[target_feature(enable = "avx2")]
-        unsafe fn avx2(a: Head<'_, '_>) {
-            a.run()
-        }
-        let a = Head {
-            s,
-            x,
-            h,
-            st,
-            o,
-            scale,
-        };
-        // SAFETY: `Isa::best` only returns paths whose features this CPU has.
-        return match Isa::best() {
-            Isa::Avx512 => unsafe { avx512(a) },
-            Isa::Avx2 | Isa::AvxVnni => unsafe { avx2(a) },
-            _ => a.run(),
-        };
-    }
-    #[allow(unreachable_code)]
-    Head {
+    let head = Head {
         s,
         x,
         h,
         st,
         o,
         scale,
+    };
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        unsafe fn avx512(head: Head<'_, '_>) {
+            head.run()
+        }
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2(head: Head<'_, '_>) {
+            head.run()
+        }
+        // SAFETY: `Isa::best` only returns paths whose features this CPU has.
+        match Isa::best() {
+            Isa::Avx512 => return unsafe { avx512(head) },
+            Isa::Avx2 | Isa::AvxVnni => return unsafe { avx2(head) },
+            _ => {}
+        }
     }
-    .run()
+    head.run()
 }
 
 /// The arguments of [`recurrent_head`].

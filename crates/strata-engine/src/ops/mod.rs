@@ -61,9 +61,8 @@ pub fn par_chunks(
 /// Dot product of two equal-length f32 slices.
 ///
 /// Sixteen independent accumulators let the compiler vectorise the loop without
-/// reassociating a single sum (which it may not do for floats). Always inlined, so a caller
-/// compiled for wider vectors (`#[target_feature]`) runs it in them, with the same bits.
-#[inline(always)]
+/// reassociating a single sum (which it may not do for floats).
+#[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
     const L: usize = 16;
@@ -82,8 +81,8 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-/// `y += a * x` over equal-length slices (always inlined, as [`dot`]).
-#[inline(always)]
+/// `y += a * x` over equal-length slices.
+#[inline]
 pub fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
     debug_assert_eq!(x.len(), y.len());
     for (yi, xi) in y.iter_mut().zip(x) {
