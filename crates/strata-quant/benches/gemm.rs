@@ -8,7 +8,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use strata_quant::{gemm_on, quantize, vec_dot_on, vec_dot_type, GgmlType, Isa};
+use strata_quant::{dot_f32, gemm_f32, gemm_on, quantize, vec_dot_on, vec_dot_type, GgmlType, Isa};
 
 const ROWS: usize = 512;
 const TOKENS: usize = 64;
@@ -138,6 +138,41 @@ fn bench_expert(c: &mut Criterion) {
     group.finish();
 }
 
+/// A router: 512 experts × 2048 F32 columns (Qwen3-Next's, qwen4exp's) against a chunk's
+/// f32 activations, tiled (`gemm_f32`) and as one `dot_f32` per (row, token). Filter with
+/// `-- router`.
+fn bench_router(c: &mut Criterion) {
+    let (n, n_rows) = (2048, 512);
+    let w: Vec<u8> = (0..n * n_rows)
+        .flat_map(|i| ((i as f32 * 0.37).sin()).to_le_bytes())
+        .collect();
+    let mut group = c.benchmark_group("router/F32");
+    for n_tok in [1, 16, 64] {
+        let x: Vec<f32> = (0..n * n_tok).map(|i| (i as f32 * 0.11).cos()).collect();
+        let mut out = vec![0.0f32; n_rows * n_tok];
+        group.throughput(Throughput::Elements((n_rows * n_tok * n) as u64));
+        group.bench_function(BenchmarkId::new("gemm_f32", n_tok), |b| {
+            b.iter(|| {
+                let (w, x) = (black_box(&w), black_box(&x));
+                gemm_f32(GgmlType::F32, w, n_rows, x, n, n_tok, &mut out, n_rows).unwrap()
+            })
+        });
+        group.bench_function(BenchmarkId::new("dot_f32", n_tok), |b| {
+            b.iter(|| {
+                let (w, x) = (black_box(&w), black_box(&x));
+                for t in 0..n_tok {
+                    for r in 0..n_rows {
+                        let row = &w[r * n * 4..(r + 1) * n * 4];
+                        out[t * n_rows + r] =
+                            dot_f32(GgmlType::F32, row, &x[t * n..(t + 1) * n]).unwrap();
+                    }
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_millis(500))
@@ -148,6 +183,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = bench_gemm, bench_expert
+    targets = bench_gemm, bench_expert, bench_router
 }
 criterion_main!(benches);

@@ -326,6 +326,43 @@ pub(crate) fn quantize(cpu: Supported, ty: GgmlType, src: &[f32], dst: &mut [u8]
     }
 }
 
+/// The SIMD tiles of `gemm_f32` on `cpu`'s path: `out[t·stride + r]` = [`dot_f32`] of row
+/// `r` of `w` and token `t` of `x`, bit for bit; `false` (nothing written) where the path has
+/// none for `ty` or `n`. The caller checked the lengths (`w`: `n_rows` rows of `n` elements,
+/// `x`: `n_tok · n` floats, `out`: `(n_tok − 1)·stride + n_rows` floats at least).
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_f32(
+    cpu: Supported,
+    ty: GgmlType,
+    w: &[u8],
+    n_rows: usize,
+    x: &[f32],
+    n: usize,
+    n_tok: usize,
+    out: &mut [f32],
+    stride: usize,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::dot::x86;
+        // SAFETY: as in `vec_dot`.
+        unsafe {
+            match cpu.0 {
+                Isa::Scalar | Isa::Neon => false,
+                Isa::Avx2 => x86::gemm_f32_avx2(ty, w, n_rows, x, n, n_tok, out, stride),
+                Isa::AvxVnni => x86::gemm_f32_avxvnni(ty, w, n_rows, x, n, n_tok, out, stride),
+                Isa::Avx512 => x86::gemm_f32_avx512(ty, w, n_rows, x, n, n_tok, out, stride),
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (cpu, ty, w, n_rows, x, n, n_tok, out, stride);
+        false
+    }
+}
+
 /// The SIMD `dot_f32` of a `ty` row on `cpu`'s path; `None` where only the scalar kernel
 /// exists. `row` holds exactly `x.len()` elements of `ty`.
 #[inline]

@@ -24,7 +24,7 @@ mod tile;
 pub(crate) mod x86;
 
 use crate::dispatch::{Kernels, Supported};
-use crate::{check_len, vec_dot_type, vec_dot_with, Isa, Op, QuantError};
+use crate::{check_len, dot_f32_with, row_bytes, vec_dot_type, vec_dot_with, Isa, Op, QuantError};
 use strata_gguf::GgmlType;
 pub(crate) use tile::Job;
 
@@ -159,6 +159,77 @@ fn decode_rows(
     }
     for (r, y) in out.iter_mut().enumerate() {
         *y = vec_dot_with(cpu, ty, &w[r * wrb..(r + 1) * wrb], a)?;
+    }
+    Ok(())
+}
+
+/// `out[t·out_stride + r] = dot_f32(ty, w_r, x_t)` for `r < n_rows`, `t < n_tok`, bit for bit
+/// (the float-weight products: F32, F16 and BF16 routers and gates, any type's rows against
+/// f32 activations). `w`: `n_rows` encoded rows of `ty`, back to back; `x`: `n_tok` rows of
+/// `n` floats; `out` as for [`gemm`]. The x86-64 paths run register tiles for F32, F16 and
+/// BF16 weights (each weight vector loaded once for 4 tokens); the rest loops over `dot_f32`.
+///
+/// # Errors
+/// As [`crate::dot_f32`], and [`QuantError::LengthMismatch`] when `w`, `x` or `out` do not
+/// hold what `n_rows`, `n`, `n_tok` and `out_stride` say (nothing is written then).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_f32(
+    ty: GgmlType,
+    w: &[u8],
+    n_rows: usize,
+    x: &[f32],
+    n: usize,
+    n_tok: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) -> Result<(), QuantError> {
+    gemm_f32_on(Isa::best(), ty, w, n_rows, x, n, n_tok, out, out_stride)
+}
+
+/// [`gemm_f32`] on the kernels of `isa`: bit-identical to [`crate::dot_f32_on`] with the same
+/// `isa`.
+///
+/// # Errors
+/// As [`gemm_f32`], and [`QuantError::IsaUnavailable`] when this CPU lacks `isa`.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_f32_on(
+    isa: Isa,
+    ty: GgmlType,
+    w: &[u8],
+    n_rows: usize,
+    x: &[f32],
+    n: usize,
+    n_tok: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) -> Result<(), QuantError> {
+    let cpu = Supported::check(isa)?;
+    if n_rows == 0 || n_tok == 0 {
+        return Ok(());
+    }
+    let rb = row_bytes(ty, n)?;
+    check_len(ty, "weight rows (bytes)", n_rows * rb, w.len())?;
+    check_len(
+        GgmlType::F32,
+        "activation rows (floats)",
+        n_tok * n,
+        x.len(),
+    )?;
+    if n_tok > 1 && out_stride < n_rows {
+        check_len(ty, "output stride (floats)", n_rows, out_stride)?;
+    }
+    let needed = (n_tok - 1) * out_stride + n_rows;
+    if out.len() < needed {
+        check_len(ty, "output (floats)", needed, out.len())?;
+    }
+    if crate::dispatch::gemm_f32(cpu, ty, w, n_rows, x, n, n_tok, out, out_stride) {
+        return Ok(());
+    }
+    for t in 0..n_tok {
+        let xt = &x[t * n..(t + 1) * n];
+        for r in 0..n_rows {
+            out[t * out_stride + r] = dot_f32_with(cpu, ty, &w[r * rb..(r + 1) * rb], xt)?;
+        }
     }
     Ok(())
 }

@@ -60,6 +60,7 @@ pub use error::{Op, QuantError};
 pub use float::f32_to_bf16;
 pub use gemm::gemm;
 pub use gemm::gemm_on;
+pub use gemm::{gemm_f32, gemm_f32_on};
 pub use iq1::{BlockIQ1_M, BlockIQ1_S, IQ1_DELTA};
 pub use iq2::{BlockIQ2_S, BlockIQ2_XS, BlockIQ2_XXS};
 pub use iq3::{BlockIQ3_S, BlockIQ3_XXS};
@@ -300,7 +301,12 @@ pub fn dot_f32_on(isa: Isa, ty: GgmlType, row: &[u8], x: &[f32]) -> Result<f32, 
     dot_f32_with(Supported::check(isa)?, ty, row, x)
 }
 
-fn dot_f32_with(cpu: impl Kernels, ty: GgmlType, row: &[u8], x: &[f32]) -> Result<f32, QuantError> {
+pub(crate) fn dot_f32_with(
+    cpu: impl Kernels,
+    ty: GgmlType,
+    row: &[u8],
+    x: &[f32],
+) -> Result<f32, QuantError> {
     if !supports_dequantize(ty) {
         return Err(QuantError::Unsupported { ty, op: Op::DotF32 });
     }

@@ -347,38 +347,44 @@ fn quantized_tile(
     let rb = w.row_bytes();
     let wt = &w.data[rows.start * rb..rows.end * rb];
     let at = &acts[toks.start * arb..toks.end * arb];
+    into_tile(tile, w.rows, |out, stride| {
+        strata_quant::gemm(w.ty, wt, rows.len(), at, toks.len(), out, stride)
+    })
+}
+
+/// One tile of a float-weight matmul through [`strata_quant::gemm_f32`]: an f32 dot per
+/// (row, token), bit for bit as [`strata_quant::dot_f32`].
+fn float_tile(w: &Matrix<'_>, data: &[f32], tile: &mut Tile<'_, f32>) -> Result<(), EngineError> {
+    let (rows, toks) = (tile.cols.clone(), tile.rows.clone());
+    let rb = w.row_bytes();
+    let wt = &w.data[rows.start * rb..rows.end * rb];
+    let xt = &data[toks.start * w.cols..toks.end * w.cols];
+    into_tile(tile, w.rows, |out, stride| {
+        strata_quant::gemm_f32(w.ty, wt, rows.len(), xt, w.cols, toks.len(), out, stride)
+    })
+}
+
+/// Runs `product(out, stride)` (which writes `[tile rows][tile cols]` at `out` with row stride
+/// `stride`) straight into `tile` when its elements are one slice of the output (`stride` =
+/// `out_stride`, the output's row length), else into a per-thread buffer copied into it.
+fn into_tile(
+    tile: &mut Tile<'_, f32>,
+    out_stride: usize,
+    product: impl FnOnce(&mut [f32], usize) -> Result<(), strata_quant::QuantError>,
+) -> Result<(), EngineError> {
     if let Some(out) = tile.contiguous_mut() {
-        return Ok(strata_quant::gemm(
-            w.ty,
-            wt,
-            rows.len(),
-            at,
-            toks.len(),
-            out,
-            w.rows,
-        )?);
+        return Ok(product(out, out_stride)?);
     }
+    let n = tile.cols.len();
     TILE_OUT.with(|buf| {
         let mut buf = buf.borrow_mut();
-        buf.resize(rows.len() * toks.len(), 0.0);
-        strata_quant::gemm(w.ty, wt, rows.len(), at, toks.len(), &mut buf, rows.len())?;
-        for (k, src) in buf.chunks_exact(rows.len()).enumerate() {
+        buf.resize(n * tile.rows.len(), 0.0);
+        product(&mut buf, n)?;
+        for (k, src) in buf.chunks_exact(n).enumerate() {
             tile.row_mut(k).copy_from_slice(src);
         }
         Ok(())
     })
-}
-
-/// One tile of a float-weight matmul: an f32 dot per (row, token).
-fn float_tile(w: &Matrix<'_>, data: &[f32], tile: &mut Tile<'_, f32>) -> Result<(), EngineError> {
-    let rows = tile.cols.clone();
-    for (k, t) in tile.rows.clone().enumerate() {
-        let xt = &data[t * w.cols..(t + 1) * w.cols];
-        for (yi, r) in tile.row_mut(k).iter_mut().zip(rows.clone()) {
-            *yi = strata_quant::dot_f32(w.ty, w.row(r), xt)?;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

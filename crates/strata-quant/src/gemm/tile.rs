@@ -67,6 +67,11 @@ pub(crate) trait Tile {
     /// prepares the activations again for every row): for kernels whose preparation costs
     /// about as much as a step. Only such kernels' tiles see one-token jobs.
     const PREP_ONCE: bool = false;
+    /// Most tokens [`few`] applies one decoded weight step to while it is in registers: 4, or
+    /// 8 for a kernel whose decoding costs several steps and whose accumulators and decoded
+    /// step fit the register file eight tokens at a time (the row is then decoded once for a
+    /// whole small batch).
+    const FEW_GROUP: usize = 4;
     /// [`Tile::finish`] of four (row, token) pairs whose rows end on a whole step (no tail
     /// blocks), so a kernel can reduce the four at once.
     ///
@@ -208,6 +213,9 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
     // it, and `run` neither recurses nor yields, so nothing resizes or reads it meanwhile.
     for r in (0..rows_tiled).step_by(R) {
         decode_rows::<K, R>(&m, r, dec);
+        // The next group's weights come from DRAM (each expert's are read once per chunk)
+        // while this group's tiles compute.
+        prefetch_rows(&m, r + R..(r + 2 * R).min(n_rows));
         for t in (0..toks_tiled).step_by(T) {
             tile::<K, R, T>(&mut m, r, t, Some(dec), preps);
         }
@@ -359,11 +367,11 @@ thread_local! {
 }
 
 /// A small batch (2 to [`FEW_MAX`] tokens: several sequences decoding together; from one
-/// token for a [`Tile::PREP_ONCE`] kernel): every
-/// token's activations are prepared once into a per-thread scratch, then the rows stream by
-/// one at a time, each weight step decoded once into registers and applied to every token (in
-/// groups of at most 4, the decoded step staying in registers), with the bytes ahead of the row
-/// prefetched as the one-token row loop does. The weights are read and decoded once for the
+/// token for a [`Tile::PREP_ONCE`] kernel): every token's activations are prepared once into
+/// a per-thread scratch, then the rows stream by one at a time, each weight step decoded once
+/// into registers and applied to every token (in groups of at most [`Tile::FEW_GROUP`], the
+/// decoded step staying in registers), with the bytes ahead of the row prefetched as the
+/// one-token row loop does. The weights are read and decoded once for the
 /// whole batch, where the tiles of [`run`] would decode them once per token tile. `false`
 /// (nothing written) when the prepared activations would not fit the scratch.
 ///
@@ -405,7 +413,18 @@ unsafe fn few<K: Tile>(m: &mut Mat<'_, K::W, K::A>, n_rows: usize, n_tok: usize)
             let mut t = 0;
             while t < n_tok {
                 // No closures: they would not inherit the caller's target features.
-                match n_tok - t {
+                let left = n_tok - t;
+                if K::FEW_GROUP >= 8 && left > 4 {
+                    match left {
+                        5 => few_row::<K, 5>(m, r, t, prep),
+                        6 => few_row::<K, 6>(m, r, t, prep),
+                        7 => few_row::<K, 7>(m, r, t, prep),
+                        _ => few_row::<K, 8>(m, r, t, prep),
+                    }
+                    t += 8;
+                    continue;
+                }
+                match left {
                     1 => few_row::<K, 1>(m, r, t, prep),
                     2 => few_row::<K, 2>(m, r, t, prep),
                     3 => few_row::<K, 3>(m, r, t, prep),
@@ -453,6 +472,20 @@ unsafe fn few_row<K: Tile, const T: usize>(
         let tok = &m.a[(t0 + j) * nb..(t0 + j + 1) * nb];
         m.out[(t0 + j) * m.stride + r] = K::finish([acc.0, acc.1], &row[tail..], &tok[tail..]);
     }
+}
+
+/// Asks for the bytes of weight rows `rows` (a hint only; nothing off x86-64).
+#[inline(always)]
+unsafe fn prefetch_rows<W, A>(m: &Mat<'_, W, A>, rows: std::ops::Range<usize>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let row_bytes = m.nb * size_of::<W>();
+        // SAFETY: the blocks' own bytes (plain-data blocks, no padding).
+        let w = std::slice::from_raw_parts(m.w.as_ptr().cast::<u8>(), size_of_val(m.w));
+        crate::dot::x86::prefetch(w, rows.start * row_bytes, rows.end * row_bytes);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (m, rows);
 }
 
 /// Asks for the bytes `PREFETCH_BYTES` past row `at..at + len` of `w` (a hint only; nothing

@@ -144,12 +144,10 @@ fn task(
             strata_quant::gemm(w.ty, wt, n, at, t.toks.len(), out, n)?;
         }
         ActRows::Float(data) => {
-            for (y, pos) in out.chunks_exact_mut(n).zip(t.toks.clone()) {
-                let xt = &data[pos * w.cols..(pos + 1) * w.cols];
-                for (yi, r) in y.iter_mut().zip(t.rows.clone()) {
-                    *yi = strata_quant::dot_f32(w.ty, w.row(r), xt)?;
-                }
-            }
+            let rb = w.row_bytes();
+            let wt = &w.data[t.rows.start * rb..t.rows.end * rb];
+            let xt = &data[t.toks.start * w.cols..t.toks.end * w.cols];
+            strata_quant::gemm_f32(w.ty, wt, n, xt, w.cols, t.toks.len(), out, n)?;
         }
     }
     Ok(())

@@ -9,6 +9,7 @@
 
 pub(crate) mod avx2;
 pub(crate) mod avx512;
+mod float_tiles;
 
 use std::arch::x86_64::*;
 
@@ -345,4 +346,39 @@ entry_points!(
         Some(v) => Some(v),
         None => avx2::dot_f32(ty, row, x),
     }
+);
+
+macro_rules! float_gemm_entry_point {
+    ($name:ident, $features:literal, $path:ident) => {
+        /// `gemm_f32` on this path: `out[t·stride + r]` = its `dot_f32` of row `r` of `w` and
+        /// token `t` of `x`, bit for bit; `false` (nothing written) when the path has no tile
+        /// for `ty` or `n`.
+        ///
+        /// # Safety
+        /// The CPU supports every feature in the `target_feature` list; `w` holds `n_rows`
+        /// rows of `n` elements of `ty`, `x` `n_tok · n` floats, `out` at least
+        /// `(n_tok − 1)·stride + n_rows` floats.
+        #[target_feature(enable = $features)]
+        #[allow(clippy::too_many_arguments)]
+        pub(crate) unsafe fn $name(
+            ty: GgmlType,
+            w: &[u8],
+            n_rows: usize,
+            x: &[f32],
+            n: usize,
+            n_tok: usize,
+            out: &mut [f32],
+            stride: usize,
+        ) -> bool {
+            $path::float::gemm(ty, w, n_rows, x, n, n_tok, out, stride)
+        }
+    };
+}
+
+float_gemm_entry_point!(gemm_f32_avx2, "avx2,fma,f16c", avx2);
+float_gemm_entry_point!(gemm_f32_avxvnni, "avx2,fma,f16c,avxvnni", avx2);
+float_gemm_entry_point!(
+    gemm_f32_avx512,
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    avx512
 );

@@ -462,6 +462,7 @@ impl Tile for Q4K {
     const STEP: usize = 1;
     const CHAINS: usize = 1;
     const PREP_ONCE: bool = true;
+    const FEW_GROUP: usize = 8;
     type Dec = q4_k::Dec;
     type Prep = q4_k::Prep;
     type Acc = __m512;

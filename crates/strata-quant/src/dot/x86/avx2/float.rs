@@ -5,6 +5,8 @@
 
 use std::arch::x86_64::*;
 
+use super::super::float_tiles::{FloatTile, Operands};
+
 use super::super::hsum_ps;
 use crate::block::f16_to_f32;
 
@@ -147,4 +149,121 @@ unsafe fn bf16_step(acc: &mut [__m256; 2], w: *const u8, a: *const u8) {
     let a_hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, a));
     acc[0] = _mm256_fmadd_ps(w_lo, a_lo, acc[0]);
     acc[1] = _mm256_fmadd_ps(w_hi, a_hi, acc[1]);
+}
+
+/// `out[t·stride + r]` = [`dot`] of row `r` of `w` (`n_rows` rows of `ty`, back to back) and
+/// token `t` of `x` (`n_tok` rows of `n` floats), bit for bit, in tiles of 2 rows × 4 tokens:
+/// each loaded weight vector serves four tokens and each token vector two rows. `false`
+/// (nothing written) unless `ty` is a float type and `n` a multiple of 8 (no scalar tail).
+///
+/// # Safety
+/// AVX2, FMA and F16C are available; `w` holds `n_rows` rows of `n` elements of `ty`, `x`
+/// `n_tok · n` floats, `out` at least `(n_tok − 1)·stride + n_rows` floats.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(in crate::dot::x86) unsafe fn gemm(
+    ty: strata_gguf::GgmlType,
+    w: &[u8],
+    n_rows: usize,
+    x: &[f32],
+    n: usize,
+    n_tok: usize,
+    out: &mut [f32],
+    stride: usize,
+) -> bool {
+    use strata_gguf::GgmlType as T;
+    if n == 0 || !n.is_multiple_of(8) {
+        return false;
+    }
+    let job = Operands {
+        w,
+        n_rows,
+        x,
+        n,
+        n_tok,
+        out,
+        stride,
+    };
+    match ty {
+        T::F32 => job.run::<_, Kernel, 2>(F32Row),
+        T::F16 => job.run::<_, Kernel, 2>(F16Row),
+        T::BF16 => job.run::<_, Kernel, 2>(BF16Row),
+        _ => return false,
+    }
+    true
+}
+
+/// The tile of [`dot`] on this path.
+struct Kernel;
+
+/// Elements of a row a tile's accumulators pass over before the next block (1 KiB of f32).
+const K_BLOCK: usize = 256;
+
+impl<W: Row> FloatTile<W> for Kernel {
+    /// [`dot`] of `R` rows × `T` tokens of `n` elements (a multiple of 8): each of its four
+    /// accumulators (every 32-element step's `k`-th vector; the 8-element steps after the last
+    /// whole 32 go to the first) runs over a block of the row in
+    /// turn for all pairs, then the four are reduced as [`dot`] reduces them.
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // indices into several [row][token] arrays at once
+    unsafe fn tile<const R: usize, const T: usize>(
+        rows: &[W; R],
+        toks: &[*const f32; T],
+        n: usize,
+    ) -> [[f32; T]; R] {
+        let whole = n / 32 * 32;
+        let mut chains = [[[_mm256_setzero_ps(); 4]; T]; R];
+        // Blocks of K_BLOCK elements: the tile's slice of every row and token stays in L1 while
+        // the four accumulators pass over it in turn.
+        let mut start = 0;
+        while start < whole {
+            let end = (start + K_BLOCK).min(whole);
+            for k in 0..4 {
+                let mut acc = [[_mm256_setzero_ps(); T]; R];
+                for i in 0..R {
+                    for j in 0..T {
+                        acc[i][j] = chains[i][j][k];
+                    }
+                }
+                let mut at = start + 8 * k;
+                while at < end {
+                    for i in 0..R {
+                        let w = rows[i].load8(at);
+                        for j in 0..T {
+                            acc[i][j] =
+                                _mm256_fmadd_ps(w, _mm256_loadu_ps(toks[j].add(at)), acc[i][j]);
+                        }
+                    }
+                    at += 32;
+                }
+                for i in 0..R {
+                    for j in 0..T {
+                        chains[i][j][k] = acc[i][j];
+                    }
+                }
+            }
+            start = end;
+        }
+        // The 8-element steps after the last whole 32, into the first accumulator.
+        let mut at = whole;
+        while at < n {
+            for i in 0..R {
+                let w = rows[i].load8(at);
+                for j in 0..T {
+                    chains[i][j][0] =
+                        _mm256_fmadd_ps(w, _mm256_loadu_ps(toks[j].add(at)), chains[i][j][0]);
+                }
+            }
+            at += 8;
+        }
+        let mut sums = [[0.0; T]; R];
+        for i in 0..R {
+            for j in 0..T {
+                let a = chains[i][j];
+                let sum = _mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3]));
+                sums[i][j] = hsum_ps(sum);
+            }
+        }
+        sums
+    }
 }

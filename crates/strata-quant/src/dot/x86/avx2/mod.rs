@@ -1,7 +1,7 @@
 //! The AVX2 kernels (256-bit), generic over the integer-dot instruction ([`IntDot`]): plain AVX2
 //! and both VNNI flavours share this code.
 
-mod float;
+pub(super) mod float;
 mod iq;
 mod iq1;
 mod iq2;

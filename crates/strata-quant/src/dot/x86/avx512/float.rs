@@ -3,6 +3,8 @@
 
 use std::arch::x86_64::*;
 
+use super::super::float_tiles::{FloatTile, Operands};
+
 /// A little-endian float row, read 16 elements at a time (fewer under `mask`).
 trait Row {
     unsafe fn load16(&self, i: usize) -> __m512;
@@ -105,4 +107,121 @@ pub(crate) unsafe fn f16(row: &[u8], x: &[f32]) -> f32 {
 pub(crate) unsafe fn bf16(row: &[u8], x: &[f32]) -> f32 {
     assert_eq!(row.len(), 2 * x.len(), "BF16 dot_f32 lengths");
     dot(BF16Row(row), x)
+}
+
+/// `out[t·stride + r]` = [`dot`] of row `r` of `w` (`n_rows` rows of `ty`, back to back) and
+/// token `t` of `x` (`n_tok` rows of `n` floats), bit for bit, in tiles of 4 rows × 4 tokens:
+/// each loaded weight vector serves four tokens and each token vector four rows. `false`
+/// (nothing written) unless `ty` is a float type and `n` a multiple of 16 (no masked tail).
+///
+/// # Safety
+/// AVX-512 F and BW are available; `w` holds `n_rows` rows of `n` elements of `ty`, `x`
+/// `n_tok · n` floats, `out` at least `(n_tok − 1)·stride + n_rows` floats.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(in crate::dot::x86) unsafe fn gemm(
+    ty: strata_gguf::GgmlType,
+    w: &[u8],
+    n_rows: usize,
+    x: &[f32],
+    n: usize,
+    n_tok: usize,
+    out: &mut [f32],
+    stride: usize,
+) -> bool {
+    use strata_gguf::GgmlType as T;
+    if n == 0 || !n.is_multiple_of(16) {
+        return false;
+    }
+    let job = Operands {
+        w,
+        n_rows,
+        x,
+        n,
+        n_tok,
+        out,
+        stride,
+    };
+    match ty {
+        T::F32 => job.run::<_, Kernel, 4>(F32Row),
+        T::F16 => job.run::<_, Kernel, 4>(F16Row),
+        T::BF16 => job.run::<_, Kernel, 4>(BF16Row),
+        _ => return false,
+    }
+    true
+}
+
+/// The tile of [`dot`] on this path.
+struct Kernel;
+
+/// Elements of a row a tile's accumulators pass over before the next block (1 KiB of f32).
+const K_BLOCK: usize = 256;
+
+impl<W: Row> FloatTile<W> for Kernel {
+    /// [`dot`] of `R` rows × `T` tokens of `n` elements (a multiple of 16): each of its four
+    /// accumulators (every 64-element step's `k`-th vector; the 16-element steps after the last
+    /// whole 64 go to the first) runs over a block of the row in
+    /// turn for all pairs, then the four are reduced as [`dot`] reduces them.
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // indices into several [row][token] arrays at once
+    unsafe fn tile<const R: usize, const T: usize>(
+        rows: &[W; R],
+        toks: &[*const f32; T],
+        n: usize,
+    ) -> [[f32; T]; R] {
+        let whole = n / 64 * 64;
+        let mut chains = [[[_mm512_setzero_ps(); 4]; T]; R];
+        // Blocks of K_BLOCK elements: the tile's slice of every row and token stays in L1 while
+        // the four accumulators pass over it in turn.
+        let mut start = 0;
+        while start < whole {
+            let end = (start + K_BLOCK).min(whole);
+            for k in 0..4 {
+                let mut acc = [[_mm512_setzero_ps(); T]; R];
+                for i in 0..R {
+                    for j in 0..T {
+                        acc[i][j] = chains[i][j][k];
+                    }
+                }
+                let mut at = start + 16 * k;
+                while at < end {
+                    for i in 0..R {
+                        let w = rows[i].load16(at);
+                        for j in 0..T {
+                            acc[i][j] =
+                                _mm512_fmadd_ps(w, _mm512_loadu_ps(toks[j].add(at)), acc[i][j]);
+                        }
+                    }
+                    at += 64;
+                }
+                for i in 0..R {
+                    for j in 0..T {
+                        chains[i][j][k] = acc[i][j];
+                    }
+                }
+            }
+            start = end;
+        }
+        // The 16-element steps after the last whole 64, into the first accumulator.
+        let mut at = whole;
+        while at < n {
+            for i in 0..R {
+                let w = rows[i].load16(at);
+                for j in 0..T {
+                    chains[i][j][0] =
+                        _mm512_fmadd_ps(w, _mm512_loadu_ps(toks[j].add(at)), chains[i][j][0]);
+                }
+            }
+            at += 16;
+        }
+        let mut sums = [[0.0; T]; R];
+        for i in 0..R {
+            for j in 0..T {
+                let a = chains[i][j];
+                let sum = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
+                sums[i][j] = _mm512_reduce_add_ps(sum);
+            }
+        }
+        sums
+    }
 }

@@ -4,7 +4,7 @@
 //! a path of its own): `vdpbf16ps`, as ggml uses; elsewhere it takes the AVX2 widening kernel.
 
 mod bf16;
-mod float;
+pub(super) mod float;
 mod k_low;
 pub(crate) mod k_quants;
 pub(crate) mod legacy;
