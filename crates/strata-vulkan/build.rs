@@ -17,6 +17,7 @@ use std::{env, fs};
 
 // strata-quant's generated tables, compiled here as they are (no build-dependency on the crate).
 #[allow(dead_code)] // KEVEN_SIGNS_Q2XS: a SIMD form the shaders do not need
+#[rustfmt::skip] // generated; formatted by its script
 #[path = "../strata-quant/src/iq_tables.rs"]
 mod iq_tables;
 
@@ -166,7 +167,9 @@ fn compile(
 fn write_iq_tables(out: &Path) {
     use iq_tables::*;
     fn words64(t: &[u64]) -> Vec<u32> {
-        t.iter().flat_map(|&p| [p as u32, (p >> 32) as u32]).collect()
+        t.iter()
+            .flat_map(|&p| [p as u32, (p >> 32) as u32])
+            .collect()
     }
     let tables: [(&str, Vec<u32>); 7] = [
         ("IQ2XXS_GRID", words64(&IQ2XXS_GRID)),

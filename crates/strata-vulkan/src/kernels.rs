@@ -96,9 +96,7 @@ impl Kernels {
         cache.insert(name, p.clone());
         Ok(p)
     }
-}
 
-impl Kernels {
     /// The table buffer the kernels of `ty` read besides their own buffers (uploaded the first
     /// time a type needs it), or `None` for a type without tables.
     ///

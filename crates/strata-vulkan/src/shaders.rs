@@ -115,3 +115,23 @@ pub const MATMUL_TYPES: &[GgmlType] = &[
     GgmlType::IQ1_S,
     GgmlType::IQ1_M,
 ];
+
+#[cfg(test)]
+mod tests {
+    use strata_quant::iq_tables::*;
+
+    #[test]
+    fn iq_table_blob_is_strata_quants_tables_in_the_order_of_iq_tables_glsl() {
+        let u64s = |t: &[u64]| -> Vec<u8> { t.iter().flat_map(|p| p.to_le_bytes()).collect() };
+        let u32s = |t: &[u32]| -> Vec<u8> { t.iter().flat_map(|p| p.to_le_bytes()).collect() };
+        let mut want = Vec::new();
+        want.extend(u64s(&IQ2XXS_GRID));
+        want.extend(u64s(&IQ2XS_GRID));
+        want.extend(u64s(&IQ2S_GRID));
+        want.extend(u32s(&IQ3XXS_GRID));
+        want.extend(u32s(&IQ3S_GRID));
+        want.extend(u64s(&IQ1S_GRID));
+        want.extend(u32s(&KSIGNS_IQ2XS.map(u32::from)));
+        assert_eq!(super::IQ_TABLES, &want[..]);
+    }
+}
