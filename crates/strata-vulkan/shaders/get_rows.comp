@@ -3,6 +3,7 @@
 // rows) dequantized from their ggml block layout (dequant.glsl, one TYPE_* per variant).
 // One workgroup per output row (workgroup x + y · number of x groups); each invocation
 // dequantizes 32-element chunks c, c + WG, …. The host checks every id against `rows`.
+// The lattice i-quant variants also bind their grid and sign tables (binding 3, dequant.glsl).
 layout(constant_id = 0) const uint WG = 32;
 layout(local_size_x_id = 0) in;
 

@@ -7,6 +7,7 @@
 // per variant). Each invocation dequantizes 32-element chunks of the row (chunk c, c + WG,
 // …), dots them with every token's x, and the workgroup sums the partials: subgroupAdd then
 // shared memory across subgroups (USE_SUBGROUP), or a shared-memory tree otherwise.
+// The lattice i-quant variants also bind their grid and sign tables (binding 3, dequant.glsl).
 
 #extension GL_EXT_control_flow_attributes : require
 #ifdef USE_SUBGROUP

@@ -42,7 +42,8 @@ impl Kernels {
         }
         let (name, spirv) =
             shaders::get_rows(table.ty).ok_or(VkError::UnsupportedType(table.ty))?;
-        let p = self.pipeline(name, spirv, 3, 20, &[self.wg])?;
+        let tables = self.tables_for(table.ty)?;
+        let p = self.pipeline(name, spirv, 3 + tables.is_some() as u32, 20, &[self.wg])?;
         let id_bytes: Vec<u8> = ids.iter().flat_map(|v| v.to_le_bytes()).collect();
         let id_buf = Buffer::new(rec.device(), id_bytes.len() as u64, crate::Location::Device)?;
         // The ids live in a buffer the recorder keeps (`keep`), hence the crate-internal calls.
@@ -60,7 +61,13 @@ impl Kernels {
             scale.to_bits(),
         ]);
         let groups = grid(u32_of("get_rows", ids.len())?);
-        rec.record_dispatch(&p, &[&table.buf, &id_buf, out], &args, groups)?;
+        match &tables {
+            Some(t) => {
+                rec.keep_shared(t);
+                rec.record_dispatch(&p, &[&table.buf, &id_buf, out, t], &args, groups)?;
+            }
+            None => rec.record_dispatch(&p, &[&table.buf, &id_buf, out], &args, groups)?,
+        }
         rec.keep(id_buf);
         Ok(())
     }

@@ -3,6 +3,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use strata_quant::GgmlType;
+
+use crate::buffer::Buffer;
 use crate::device::Device;
 use crate::error::VkError;
 use crate::pipeline::Pipeline;
@@ -29,6 +32,8 @@ pub struct Kernels {
     pub(crate) wg: u32,
     pub(crate) reduction: Reduction,
     cache: Mutex<HashMap<&'static str, Arc<Pipeline>>>,
+    /// The i-quants' grid and sign tables, uploaded on first use.
+    iq_tables: Mutex<Option<Arc<Buffer>>>,
 }
 
 impl Kernels {
@@ -59,6 +64,7 @@ impl Kernels {
             wg,
             reduction,
             cache: Mutex::new(HashMap::new()),
+            iq_tables: Mutex::new(None),
         }
     }
 
@@ -89,6 +95,22 @@ impl Kernels {
         )?);
         cache.insert(name, p.clone());
         Ok(p)
+    }
+
+    /// The table buffer the kernels of `ty` read besides their own buffers (uploaded the first
+    /// time a type needs it), or `None` for a type without tables.
+    ///
+    /// Errors: allocation and upload errors.
+    pub(crate) fn tables_for(&self, ty: GgmlType) -> Result<Option<Arc<Buffer>>, VkError> {
+        if !crate::shaders::uses_iq_tables(ty) {
+            return Ok(None);
+        }
+        let mut t = self.iq_tables.lock().unwrap_or_else(|p| p.into_inner());
+        if t.is_none() {
+            let buf = crate::transfer::upload(&self.dev, crate::shaders::IQ_TABLES)?;
+            *t = Some(Arc::new(buf));
+        }
+        Ok(t.clone())
     }
 }
 

@@ -146,7 +146,8 @@ impl Kernels {
         }
         let (name, spirv) = shaders::mul_mat_vec(w.ty, self.reduction == Reduction::Subgroup)
             .ok_or(VkError::UnsupportedType(w.ty))?;
-        let p = self.pipeline(name, spirv, 3, 32, &[self.wg])?;
+        let tables = self.tables_for(w.ty)?;
+        let p = self.pipeline(name, spirv, 3 + tables.is_some() as u32, 32, &[self.wg])?;
         let rows = u32_of("matmul", n_rows)?;
         let args = push(&[
             rows,
@@ -163,6 +164,12 @@ impl Kernels {
             u32_of("matmul", n_t.div_ceil(TOKENS_PER_GROUP))?,
             rows.div_ceil(MAX_GROUPS),
         ];
-        rec.dispatch(&p, &[&w.buf, x, y], &args, groups)
+        match &tables {
+            Some(t) => {
+                rec.keep_shared(t);
+                rec.record_dispatch(&p, &[&w.buf, x, y, t], &args, groups)
+            }
+            None => rec.dispatch(&p, &[&w.buf, x, y], &args, groups),
+        }
     }
 }

@@ -55,6 +55,8 @@ pub struct Recorder<'a> {
     recording: bool,
     /// Staging buffers that must live until the batch has run.
     keep: Vec<Buffer>,
+    /// Buffers shared with a kernel set (the i-quant tables) that the batch reads.
+    shared: Vec<Arc<Buffer>>,
     /// The pipelines of the recorded dispatches.
     pipelines: Vec<Arc<Pipeline>>,
     /// The buffers of the recorded commands are borrowed for `'a`.
@@ -83,6 +85,7 @@ impl<'a> Recorder<'a> {
             sets_in_last: SETS_PER_POOL,
             recording: false,
             keep: Vec::new(),
+            shared: Vec::new(),
             pipelines: Vec::new(),
             uses: PhantomData,
         };
@@ -289,6 +292,13 @@ impl<'a> Recorder<'a> {
         self.keep.push(b);
     }
 
+    /// Keeps a shared buffer alive until the batch has run (one the kernel set may drop first).
+    pub(crate) fn keep_shared(&mut self, b: &Arc<Buffer>) {
+        if !self.shared.iter().any(|s| Arc::ptr_eq(s, b)) {
+            self.shared.push(b.clone());
+        }
+    }
+
     fn barrier(&mut self) {
         let all = vk::AccessFlags::SHADER_READ
             | vk::AccessFlags::SHADER_WRITE
@@ -362,6 +372,7 @@ impl<'a> Recorder<'a> {
             0
         };
         self.keep.clear();
+        self.shared.clear();
         self.pipelines.clear();
         Ok(())
     }

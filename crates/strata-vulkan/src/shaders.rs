@@ -12,6 +12,19 @@ pub(crate) use spirv::{
     SOFTCAP,
 };
 
+/// The grid and sign tables of the i-quants as one blob of u32 words (build.rs writes it from
+/// strata-quant's tables; `iq_tables.glsl` holds each table's offset).
+pub(crate) const IQ_TABLES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/iq_tables.bin"));
+
+/// Whether the kernels of `ty` read [`IQ_TABLES`] (bound after their other buffers).
+pub(crate) fn uses_iq_tables(ty: GgmlType) -> bool {
+    use GgmlType as T;
+    matches!(
+        ty,
+        T::IQ2_XXS | T::IQ2_XS | T::IQ2_S | T::IQ3_XXS | T::IQ3_S | T::IQ1_S | T::IQ1_M
+    )
+}
+
 /// The matrix-vector kernel for weight type `ty` with a subgroup (`true`) or shared-memory
 /// reduction, as `(name, SPIR-V)`; `None` for a type without a kernel.
 pub(crate) fn mul_mat_vec(ty: GgmlType, subgroup: bool) -> Option<(&'static str, &'static [u8])> {
@@ -43,6 +56,13 @@ pub(crate) fn mul_mat_vec(ty: GgmlType, subgroup: bool) -> Option<(&'static str,
         Q4_K => MUL_MAT_VEC_Q4_K_SG, MUL_MAT_VEC_Q4_K_SH;
         Q5_K => MUL_MAT_VEC_Q5_K_SG, MUL_MAT_VEC_Q5_K_SH;
         Q6_K => MUL_MAT_VEC_Q6_K_SG, MUL_MAT_VEC_Q6_K_SH;
+        IQ2_XXS => MUL_MAT_VEC_IQ2_XXS_SG, MUL_MAT_VEC_IQ2_XXS_SH;
+        IQ2_XS => MUL_MAT_VEC_IQ2_XS_SG, MUL_MAT_VEC_IQ2_XS_SH;
+        IQ2_S => MUL_MAT_VEC_IQ2_S_SG, MUL_MAT_VEC_IQ2_S_SH;
+        IQ3_XXS => MUL_MAT_VEC_IQ3_XXS_SG, MUL_MAT_VEC_IQ3_XXS_SH;
+        IQ3_S => MUL_MAT_VEC_IQ3_S_SG, MUL_MAT_VEC_IQ3_S_SH;
+        IQ1_S => MUL_MAT_VEC_IQ1_S_SG, MUL_MAT_VEC_IQ1_S_SH;
+        IQ1_M => MUL_MAT_VEC_IQ1_M_SG, MUL_MAT_VEC_IQ1_M_SH;
     }
 }
 
@@ -63,6 +83,9 @@ pub(crate) fn get_rows(ty: GgmlType) -> Option<(&'static str, &'static [u8])> {
         Q5_1 => GET_ROWS_Q5_1; Q8_0 => GET_ROWS_Q8_0; IQ4_NL => GET_ROWS_IQ4_NL;
         IQ4_XS => GET_ROWS_IQ4_XS; Q2_K => GET_ROWS_Q2_K; Q3_K => GET_ROWS_Q3_K;
         Q4_K => GET_ROWS_Q4_K; Q5_K => GET_ROWS_Q5_K; Q6_K => GET_ROWS_Q6_K;
+        IQ2_XXS => GET_ROWS_IQ2_XXS; IQ2_XS => GET_ROWS_IQ2_XS; IQ2_S => GET_ROWS_IQ2_S;
+        IQ3_XXS => GET_ROWS_IQ3_XXS; IQ3_S => GET_ROWS_IQ3_S; IQ1_S => GET_ROWS_IQ1_S;
+        IQ1_M => GET_ROWS_IQ1_M;
     }
 }
 
@@ -84,4 +107,31 @@ pub const MATMUL_TYPES: &[GgmlType] = &[
     GgmlType::Q4_K,
     GgmlType::Q5_K,
     GgmlType::Q6_K,
+    GgmlType::IQ2_XXS,
+    GgmlType::IQ2_XS,
+    GgmlType::IQ2_S,
+    GgmlType::IQ3_XXS,
+    GgmlType::IQ3_S,
+    GgmlType::IQ1_S,
+    GgmlType::IQ1_M,
 ];
+
+#[cfg(test)]
+mod tests {
+    use strata_quant::iq_tables::*;
+
+    #[test]
+    fn iq_table_blob_is_strata_quants_tables_in_the_order_of_iq_tables_glsl() {
+        let u64s = |t: &[u64]| -> Vec<u8> { t.iter().flat_map(|p| p.to_le_bytes()).collect() };
+        let u32s = |t: &[u32]| -> Vec<u8> { t.iter().flat_map(|p| p.to_le_bytes()).collect() };
+        let mut want = Vec::new();
+        want.extend(u64s(&IQ2XXS_GRID));
+        want.extend(u64s(&IQ2XS_GRID));
+        want.extend(u64s(&IQ2S_GRID));
+        want.extend(u32s(&IQ3XXS_GRID));
+        want.extend(u32s(&IQ3S_GRID));
+        want.extend(u64s(&IQ1S_GRID));
+        want.extend(u32s(&KSIGNS_IQ2XS.map(u32::from)));
+        assert_eq!(super::IQ_TABLES, &want[..]);
+    }
+}

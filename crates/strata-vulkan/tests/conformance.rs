@@ -20,16 +20,7 @@ use strata_engine::pool::Pool;
 use strata_vulkan::Vulkan;
 
 /// The ops (case keys, see [`key`]) that the Vulkan backend does not implement yet.
-const UNSUPPORTED: &[&str] = &[
-    // Weight types without a `mul_mat_vec` variant (their grid tables are not on the device).
-    "matmul/IQ2_XXS",
-    "matmul/IQ2_XS",
-    "matmul/IQ2_S",
-    "matmul/IQ3_XXS",
-    "matmul/IQ3_S",
-    "matmul/IQ1_S",
-    "matmul/IQ1_M",
-];
+const UNSUPPORTED: &[&str] = &[];
 
 /// The key of a case name: its op (`rms_norm/576/T1` → `rms_norm`), and for a matmul or
 /// the routed experts its weight types too (`matmul/Q4_K/37x256/T3` → `matmul/Q4_K`,

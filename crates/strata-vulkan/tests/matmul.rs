@@ -27,23 +27,31 @@ fn weights(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
                 b.copy_from_slice(&v.to_le_bytes());
             }
         }
-        GgmlType::IQ4_NL | GgmlType::IQ4_XS | GgmlType::Q2_K | GgmlType::Q3_K => {
+        _ if !strata_quant::supports_quantize(ty) => {
             // No quantizer here: random bytes, with every f16 scale of a block set to a
-            // small finite value (the byte offsets of `d`/`dmin` in ggml's block structs).
-            let (block, scales): (usize, &[usize]) = match ty {
-                GgmlType::IQ4_NL => (18, &[0]),
-                GgmlType::IQ4_XS => (136, &[0]),
-                GgmlType::Q2_K => (84, &[80, 82]),
-                _ => (110, &[108]),
+            // small finite value (the byte offsets of `d`/`dmin` in ggml's block structs;
+            // IQ1_M keeps its scale's four nibbles in the top bits of its last four u16).
+            let scales: &[usize] = match ty {
+                GgmlType::Q2_K => &[80, 82],
+                GgmlType::Q3_K => &[108],
+                GgmlType::IQ1_M => &[],
+                _ => &[0],
             };
             let noise = common::values(bytes.len(), seed ^ 0x55);
             for (b, v) in bytes.iter_mut().zip(&noise) {
                 *b = ((v + 1.0) * 127.99) as u8;
             }
-            for blk in bytes.chunks_exact_mut(block) {
+            for blk in bytes.chunks_exact_mut(ty.type_size()) {
                 for (k, &o) in scales.iter().enumerate() {
                     let d = half::f16::from_f32(0.0123 + 0.004 * k as f32).to_le_bytes();
                     blk[o..o + 2].copy_from_slice(&d);
+                }
+                if ty == GgmlType::IQ1_M {
+                    let d = half::f16::from_f32(0.0123).to_bits();
+                    for k in 0..4 {
+                        let top = (((d >> (4 * k)) & 15) << 4) as u8;
+                        blk[49 + 2 * k] = (blk[49 + 2 * k] & 0x0f) | top;
+                    }
                 }
             }
         }
@@ -131,7 +139,7 @@ fn matmul_rejects_bad_shapes_without_panicking() {
     // 40 columns are not whole Q4_0 blocks; a byte count that does not match the shape.
     assert!(QMatrix::upload(&dev, GgmlType::Q4_0, 2, 40, &[0; 36]).is_err());
     assert!(QMatrix::upload(&dev, GgmlType::Q8_0, 2, 32, &[0; 35]).is_err());
-    assert!(QMatrix::upload(&dev, GgmlType::IQ1_M, 1, 256, &[0; 56]).is_err());
+    assert!(QMatrix::upload(&dev, GgmlType::IQ1_M, 1, 256, &[0; 55]).is_err());
     // y too small for the product.
     let k = strata_vulkan::Kernels::new(&dev);
     let w = QMatrix::upload(&dev, GgmlType::F32, 4, 8, &[0; 128]).expect("upload");

@@ -482,12 +482,14 @@ pub fn cases<B: Backend>(be: &B) -> Vec<(String, Outcome)> {
     let mut x = Buf::<B>::default();
     let r = be.embed(&m, 0.5, &[3, 49, 0, 3], &mut x);
     out.push(("embed/Q4_K".into(), read_after(be, r, &mut x)));
-    // Routed experts: two quantized weight types, and f32 (which no backend quantizes
-    // activations for: the sharpest check of routing and combining), decode and a batch.
+    // Routed experts: quantized weight types, f32 (which no backend quantizes activations
+    // for: the sharpest check of routing and combining), and the lattice i-quant experts of
+    // an IQ3_XXS model (last, so the cases before keep their random draws); decode and a batch.
     for (ty, down_ty) in [
         (GgmlType::Q4_K, GgmlType::Q6_K),
         (GgmlType::IQ4_XS, GgmlType::Q8_0),
         (GgmlType::F32, GgmlType::F32),
+        (GgmlType::IQ3_XXS, GgmlType::IQ3_XXS),
     ] {
         let (ne, k, d, ff) = (8, 2, 256, 512);
         let mat = |data: &'static [u8], ty, rows, cols| Matrix {
