@@ -108,8 +108,16 @@ fn bench_gemm(c: &mut Criterion) {
 /// One routed expert's matrix in a prefill chunk: 512 rows × 2048 columns (Qwen3-Next's and
 /// qwen4exp's expert width), against the few tokens a chunk routes to one expert (512 tokens ×
 /// 10 of 512 experts ≈ 10; Qwen3-30B-A3B's 8 of 128 ≈ 32). Filter with `-- expert`.
+/// Q5_0 is the type of experts whose width is no multiple of 256 (qwen4exp's down
+/// projections at `--type q4_k`, as llama.cpp's quantizer falls back).
 fn bench_expert(c: &mut Criterion) {
-    let (ty, n, n_rows) = (GgmlType::Q4_K, 2048, 512);
+    for ty in [GgmlType::Q4_K, GgmlType::Q5_0] {
+        bench_expert_type(c, ty);
+    }
+}
+
+fn bench_expert_type(c: &mut Criterion, ty: GgmlType) {
+    let (n, n_rows) = (2048, 512);
     let w = rows(ty, n_rows, n, 1);
     let mut group = c.benchmark_group(format!("expert/{ty}"));
     for n_tok in [1, 2, 4, 8, 10, 16, 32, 64] {

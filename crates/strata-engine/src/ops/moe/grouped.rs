@@ -3,8 +3,8 @@
 //!
 //! The batch is a list of rows in *group order* (the rows routed to one expert are
 //! consecutive, see [`super::Groups`]). Each task writes its own contiguous `[tokens][rows]`
-//! block of a scratch buffer (no two tasks share memory, so no locking but the hand-over), and
-//! the blocks are copied into row-major outputs afterwards. Every output is the same
+//! block of a scratch buffer, then copies it into its rows of the row-major outputs (no two
+//! tasks share memory, so no locking but the hand-over). Every output is the same
 //! `vec_dot` / [`strata_quant::gemm`] / `dot_f32` of its (row, token) as [`matmul`] computes,
 //! so results are bit-identical to one `matmul` per expert, for any tiling and worker count.
 //!
@@ -15,6 +15,8 @@ use std::ops::Range;
 use crate::error::EngineError;
 use crate::ops::linear::{ActRows, Matrix};
 use crate::ops::moe::ExpertTensor;
+use smallvec::SmallVec;
+
 use crate::pool::{Blocks, Pool};
 
 /// Weight bytes per task: with its tokens' activations a tile stays in a 1 MiB L2
@@ -106,23 +108,25 @@ pub(super) fn grouped_matmul(
     s.tiles.resize(size, 0.0);
     let tasks = &s.tasks;
     let blocks = Blocks::new(&mut s.tiles);
+    // On the stack: decode allocates nothing (tests/decode_allocations.rs).
+    let outs: SmallVec<[Blocks<'_, f32>; 2]> = outs.iter_mut().map(|o| Blocks::new(o)).collect();
     pool.try_run(tasks.len(), |i| {
         let t = &tasks[i];
         let (w, acts) = &inputs[t.input];
         // SAFETY: the pool runs each task index once, and task blocks are consecutive
         // (each starts where the previous one ends), so they never overlap.
         let block = unsafe { blocks.get(t.block()) };
-        task(&w.expert(t.expert), *acts, n_pos, t, block)
-    })?;
-    for t in tasks {
-        let block = &s.tiles[t.block()];
-        let stride = inputs[t.input].0.rows();
-        let n = t.rows.len();
+        task(&w.expert(t.expert), *acts, n_pos, t, block)?;
+        // Into the output while the block is in cache, on the task's own thread.
+        let (stride, n) = (w.rows(), t.rows.len());
         for (src, pos) in block.chunks_exact(n).zip(t.toks.clone()) {
-            outs[t.input][pos * stride + t.rows.start..][..n].copy_from_slice(src);
+            let at = pos * stride + t.rows.start;
+            // SAFETY: tasks cover disjoint (row, group-order row) pairs, so no two tasks take
+            // overlapping ranges of one output.
+            unsafe { outs[t.input].get(at..at + n) }.copy_from_slice(src);
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// One task's `[toks][rows]` outputs into `out`, as [`crate::ops::linear::matmul`]'s tiles
