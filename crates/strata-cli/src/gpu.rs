@@ -33,10 +33,12 @@ pub fn place(
     }
 }
 
+#[cfg(feature = "vulkan")]
 fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
 }
 
+#[cfg(feature = "vulkan")]
 fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
