@@ -38,9 +38,13 @@ fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
 }
 
+/// `bytes` in GiB from 1 GiB up, else in MiB.
 #[cfg(feature = "vulkan")]
 fn gib(bytes: u64) -> String {
-    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+    match bytes >= 1 << 30 {
+        true => format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64),
+        false => mib(bytes),
+    }
 }
 
 #[cfg(feature = "vulkan")]
@@ -66,7 +70,7 @@ fn offload(
         .map_err(|e| format!("the weights could not be placed on the Vulkan device: {e}"))?
         .ok_or_else(|| {
             format!(
-                "not even layer {} fits the {} budget of Vulkan device {device} ({})",
+                "the LM head and layer {} do not fit the {} budget of Vulkan device {device} ({})",
                 n_layer - 1,
                 gib(budget),
                 info.name
