@@ -87,7 +87,10 @@ fn offload(
     }
     let (what, cpu) = match p.layers.start {
         0 => ("the embedding and the LM head", String::new()),
-        k => ("the LM head", format!("; the CPU runs the embedding and layers 0..{k}")),
+        k => (
+            "the LM head",
+            format!("; the CPU runs the embedding and layers 0..{k}"),
+        ),
     };
     eprintln!(
         "offloaded {on}/{n_layer} layers ({}..{n_layer}) and {what} to Vulkan device {device} ({}): {} of weights in {:.1} s, KV up to {} at {n_ctx} positions, budget {}{cpu}",

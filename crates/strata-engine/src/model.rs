@@ -147,7 +147,11 @@ impl Model {
     ///
     /// Panics: `first` ≥ the layer count (that leaves nothing to the device).
     pub fn set_device_from(&mut self, device: Box<dyn DeviceRun>, first: usize) {
-        assert!(first < self.config.n_layer, "layer {first} of {}", self.config.n_layer);
+        assert!(
+            first < self.config.n_layer,
+            "layer {first} of {}",
+            self.config.n_layer
+        );
         self.device = Some(device);
         self.device_from = first;
     }
@@ -541,7 +545,13 @@ impl Model {
         match &self.device {
             Some(d) => {
                 let run = (&ws.pos[..], seqs, tokens);
-                d.forward(&self.graph, cfg, run, self.device_from..n_layer, ws.x.read())
+                d.forward(
+                    &self.graph,
+                    cfg,
+                    run,
+                    self.device_from..n_layer,
+                    ws.x.read(),
+                )
             }
             None => Ok(()),
         }

@@ -79,7 +79,10 @@ fn top(row: &[f32]) -> (usize, f32) {
 fn place(m: &mut Model, dev: &Device, last: Option<usize>) {
     let vk = Vulkan::on(dev);
     let Some(n) = last else {
-        let mats = m.graph().device_matrices().expect("a model the device runs");
+        let mats = m
+            .graph()
+            .device_matrices()
+            .expect("a model the device runs");
         vk.preload(&mats).expect("weights on the device");
         m.set_device(Box::new(OnDevice::new(vk)));
         return;
@@ -450,7 +453,10 @@ fn qwen4exp_last_layers_on_device_match_cpu() {
     for last in [2, 1] {
         if let Some(p) = tiny("qwen4exp-tiny", "F32") {
             let rel = compare_on(p, Some(last), TEXT, 6, 24);
-            assert!(rel < 1e-3, "last {last}: F32 logits differ by {rel:.2e} (relative)");
+            assert!(
+                rel < 1e-3,
+                "last {last}: F32 logits differ by {rel:.2e} (relative)"
+            );
         }
     }
 }

@@ -94,7 +94,11 @@ impl Graph {
         tokens: &[u32],
         layers: Range<usize>,
     ) -> Result<(), EngineError> {
-        assert!(layers.end <= cfg.n_layer, "layers {layers:?} of {}", cfg.n_layer);
+        assert!(
+            layers.end <= cfg.n_layer,
+            "layers {layers:?} of {}",
+            cfg.n_layer
+        );
         match self {
             Graph::Dense(w) => dense::graph::forward(be, cfg, w, ws, seqs, tokens, layers),
             Graph::Qwen3Next(w) => qwen3next::graph::forward(be, cfg, w, ws, seqs, tokens, layers),
