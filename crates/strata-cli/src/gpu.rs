@@ -86,14 +86,14 @@ fn offload(
         );
     }
     let (what, cpu) = match p.layers.start {
-        0 => ("the embedding and the LM head", String::new()),
+        0 => (", the embedding and the LM head", String::new()),
         k => (
-            "the LM head",
+            " and the LM head",
             format!("; the CPU runs the embedding and layers 0..{k}"),
         ),
     };
     eprintln!(
-        "offloaded {on}/{n_layer} layers ({}..{n_layer}) and {what} to Vulkan device {device} ({}): {} of weights in {:.1} s, KV up to {} at {n_ctx} positions, budget {}{cpu}",
+        "offloaded {on}/{n_layer} layers ({}..{n_layer}){what} to Vulkan device {device} ({}): {} of weights in {:.1} s, KV up to {} at {n_ctx} positions, budget {}{cpu}",
         p.layers.start,
         info.name,
         mib(done.weight_bytes),
