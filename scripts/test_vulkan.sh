@@ -3,7 +3,8 @@
 # dense models against the CPU (tests/models.rs: the tiny models of make_tiny_models.sh and
 # SmolLM2-135M, which must be in place with CI=true); then one build of the `strata` binary
 # with the `vulkan` feature and short `strata run -ngl 99` runs on the device (SmolLM2-135M,
-# qwen3moe-tiny, qwen3next-tiny, qwen4exp-tiny), each timed.
+# qwen3moe-tiny, qwen3next-tiny, qwen4exp-tiny), and one `-ngl 2` run (the last half of
+# qwen4exp-tiny's layers), each timed.
 #
 # Needs the Vulkan loader and lavapipe (Debian: libvulkan1 mesa-vulkan-drivers) and a shaderc
 # library for build.rs (libshaderc-dev; without it the shaderc crate builds shaderc from
@@ -83,11 +84,12 @@ if [ "$part" = all ] || [ "$part" = cli ]; then
     echo "$out" | grep -q "Paris" || { echo "vulkan: -ngl 99 did not answer Paris" >&2; exit 1; }
     took "$t0" "$t1" "strata run -ngl 99 (SmolLM2-135M, 4 tokens)"
   fi
-  # same_as_cpu NAME N: tiny model NAME in F32 (no activation quantization on the CPU) is
-  # offloaded whole under -ngl 99 and gives the CPU's N greedy tokens. A missing file fails
-  # with CI=true.
+  # same_as_cpu NAME N [NGL]: tiny model NAME in F32 (no activation quantization on the CPU)
+  # is offloaded under -ngl NGL (default 99: whole; 2: its last 2 of 4 layers, the CPU
+  # running the embedding and layers 0..2) and gives the CPU's N greedy tokens. A missing
+  # file fails with CI=true.
   same_as_cpu() {
-    local name="$1" n="$2" file gpu cpu t0 t1
+    local name="$1" n="$2" ngl="${3:-99}" file gpu cpu t0 t1 placed
     file="${STRATA_TINY_DIR:-$HOME/.cache/strata/tiny}/$name/$name-F32.gguf"
     if [ ! -f "$file" ]; then
       [ "${CI:-}" = true ] && { echo "vulkan: $file is missing (CI=true)" >&2; exit 1; }
@@ -95,13 +97,14 @@ if [ "$part" = all ] || [ "$part" = cli ]; then
       return
     fi
     t0=$(secs)
-    gpu=$("$target/release/strata" run -m "$file" -p "The capital of France is" -n "$n" --temp 0 -ngl 99 2>"$target/$name-ngl.err")
+    gpu=$("$target/release/strata" run -m "$file" -p "The capital of France is" -n "$n" --temp 0 -ngl "$ngl" 2>"$target/$name-ngl.err")
     cpu=$("$target/release/strata" run -m "$file" -p "The capital of France is" -n "$n" --temp 0 2>/dev/null)
     t1=$(secs)
-    grep -q "offloaded 4/4 layers" "$target/$name-ngl.err" || { echo "vulkan: $name was not offloaded" >&2; cat "$target/$name-ngl.err" >&2; exit 1; }
-    [ "$gpu" = "$cpu" ] || { printf 'vulkan: %s F32 text differs\n-ngl 99: %s\ncpu:     %s\n' "$name" "$gpu" "$cpu" >&2; exit 1; }
-    echo "vulkan: $name F32 with -ngl 99 gives the CPU's $n greedy tokens"
-    took "$t0" "$t1" "strata run $name F32 (-ngl 99 and CPU, $n tokens each)"
+    placed=$((ngl < 4 ? ngl : 4))
+    grep -q "offloaded $placed/4 layers" "$target/$name-ngl.err" || { echo "vulkan: $name was not offloaded (-ngl $ngl)" >&2; cat "$target/$name-ngl.err" >&2; exit 1; }
+    [ "$gpu" = "$cpu" ] || { printf 'vulkan: %s F32 text differs\n-ngl %s: %s\ncpu:     %s\n' "$name" "$ngl" "$gpu" "$cpu" >&2; exit 1; }
+    echo "vulkan: $name F32 with -ngl $ngl gives the CPU's $n greedy tokens"
+    took "$t0" "$t1" "strata run $name F32 (-ngl $ngl and CPU, $n tokens each)"
   }
   # qwen3moe: routed experts on the device.
   same_as_cpu qwen3moe-tiny 16
@@ -110,4 +113,7 @@ if [ "$part" = all ] || [ "$part" = cli ]; then
   # qwen4exp: hyper-connections, QSA with its indexer, PLE, Gated DeltaNet, experts; 24 tokens
   # after the prompt's 6 reach positions past QSA's budget (19 on), which attend over kept blocks.
   same_as_cpu qwen4exp-tiny 24
+  # Partial offload: the embedding and layers 0..2 on the CPU, the residual handed to the
+  # device, layers 2..4 (qwen4exp's PLE layer and its QSA attention layer) and the LM head there.
+  same_as_cpu qwen4exp-tiny 24 2
 fi

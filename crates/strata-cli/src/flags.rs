@@ -143,6 +143,43 @@ pub fn gpu_layers(s: &str) -> Result<i64, String> {
     }
 }
 
+/// Largest `--vram-budget`: 1 PiB (a bigger value is a typo, not a device).
+pub const MAX_VRAM_BUDGET: u64 = 1 << 50;
+
+/// `--vram-budget SIZE`: bytes, or a number with a suffix K, M, G, T (powers of 1024,
+/// optionally followed by `B` or `iB`: `8G`, `512MiB`, `1.5GiB`), from 1 MiB to 1 PiB.
+pub fn vram_budget(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let bad = || {
+        format!(
+            "the VRAM budget must be a size from 1 MiB to 1 PiB: bytes, or a number with K, M, G or T (powers of 1024), e.g. 8G, 512M, 1.5GiB; got {s:?}"
+        )
+    };
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let unit = unit.trim().to_ascii_lowercase();
+    let unit = unit
+        .strip_suffix("ib")
+        .or_else(|| unit.strip_suffix('b'))
+        .unwrap_or(&unit);
+    let shift = match unit {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        _ => return Err(bad()),
+    };
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    let bytes = v * (1u64 << shift) as f64;
+    if !bytes.is_finite() || bytes < (1u64 << 20) as f64 || bytes > MAX_VRAM_BUDGET as f64 {
+        return Err(bad());
+    }
+    Ok(bytes as u64)
+}
+
 /// `--max-body-mib`: 1 to 4096 MiB.
 pub fn body_mib(s: &str) -> Result<usize, String> {
     int_in(s, 1, 4096, "the body limit in MiB").map(|v| v as usize)
@@ -229,5 +266,28 @@ mod tests {
         assert!(workers("100000000").unwrap_err().contains("0 to 1024"));
         assert!(body_mib("0").is_err() && body_mib("99999999999").is_err());
         assert_eq!(gpu_layers("99").unwrap(), 99);
+    }
+
+    #[test]
+    fn vram_budget_reads_sizes_in_powers_of_1024() {
+        assert_eq!(vram_budget("8G").unwrap(), 8 << 30);
+        assert_eq!(vram_budget("512M").unwrap(), 512 << 20);
+        assert_eq!(vram_budget("512MiB").unwrap(), 512 << 20);
+        assert_eq!(vram_budget("1.5GiB").unwrap(), 3 << 29);
+        assert_eq!(vram_budget("2gb").unwrap(), 2 << 30);
+        assert_eq!(vram_budget(" 1T ").unwrap(), 1 << 40);
+        assert_eq!(vram_budget("2048 K").unwrap(), 2 << 20);
+        assert_eq!(vram_budget("1073741824").unwrap(), 1 << 30);
+    }
+
+    #[test]
+    fn vram_budget_rejects_absurd_sizes() {
+        for s in [
+            "", "0", "-1G", "abc", "8X", "1.2.3G", "nanG", "infG", "1e9", "1K", "2048P", "2000T",
+            "G",
+        ] {
+            let e = vram_budget(s).expect_err(s);
+            assert!(e.contains("1 MiB to 1 PiB"), "{s}: {e}");
+        }
     }
 }

@@ -1,57 +1,110 @@
-//! `-ngl/--gpu-layers N` and `--device N`: where a loaded model's layers run.
+//! `-ngl/--gpu-layers N`, `--vram-budget SIZE` and `--device N`: where a loaded model's
+//! layers run.
 //!
 //! With the `vulkan` feature, a Vulkan device and a dense model (llama, qwen2, qwen3,
-//! gemma3), qwen3moe, qwen3next or qwen4exp, `-ngl N` with N ≥ the layer count (or -1) runs
-//! every layer (with the routed experts, Gated DeltaNet layers and shared experts, and
-//! qwen4exp's hyper-connections, QSA and PLE), the embedding and the LM head on the device;
-//! its weights are uploaded at load. qwen4exp's MTP draft layer stays on the CPU. Partial
-//! offload, a missing loader or device: one line saying so, and the CPU runs the model.
+//! gemma3), qwen3moe, qwen3next or qwen4exp, `-ngl N` puts the model's LAST N layers (llama.cpp's
+//! convention), its output norm and its LM head on the device, their weights uploaded at
+//! load; the CPU runs the embedding and the first layers and hands the residual stream to
+//! the device at every run. N ≥ the layer count (or -1) runs every layer and the embedding on
+//! the device. Layers are placed from the last one backwards while their weights and KV
+//! mirrors (at the session's context) fit the budget: `--vram-budget`, else the device's free
+//! memory minus 10 % or 512 MiB, whichever is larger; fewer than asked are placed when the
+//! budget runs out, with a notice. qwen4exp's MTP draft layer stays on the CPU. One stderr
+//! line says what went where; when nothing fits, or there is no loader or device, one line
+//! says so and the CPU runs the model.
 
 use strata_engine::Model;
 
-/// Places `model` on the GPU as `-ngl gpu_layers --device device` asks (see the module docs).
-pub fn place(model: &mut Model, gpu_layers: Option<i64>, device: usize) {
+/// Places `model` on the GPU as `-ngl gpu_layers --vram-budget budget --device device` asks,
+/// for sessions of `n_ctx` positions (see the module docs).
+pub fn place(
+    model: &mut Model,
+    gpu_layers: Option<i64>,
+    budget: Option<u64>,
+    device: usize,
+    n_ctx: usize,
+) {
     let Some(n) = gpu_layers.filter(|n| *n != 0) else {
         return;
     };
-    let n_layer = model.config().n_layer;
-    if n >= 0 && (n as u64) < n_layer as u64 {
-        eprintln!(
-            "notice: partial offload (-ngl {n} of {n_layer} layers) is not supported yet; running on the CPU (-ngl {n_layer} or more runs every layer on the GPU)"
-        );
-        return;
-    }
-    if let Err(why) = offload(model, device) {
+    let want = usize::try_from(n).unwrap_or(usize::MAX);
+    if let Err(why) = offload(model, want, budget, device, n_ctx) {
         eprintln!("notice: {why}; running on the CPU");
     }
 }
 
 #[cfg(feature = "vulkan")]
-fn offload(model: &mut Model, device: usize) -> Result<(), String> {
-    use strata_engine::backend::OnDevice;
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+}
+
+/// `bytes` in GiB from 1 GiB up, else in MiB.
+#[cfg(feature = "vulkan")]
+fn gib(bytes: u64) -> String {
+    match bytes >= 1 << 30 {
+        true => format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64),
+        false => mib(bytes),
+    }
+}
+
+#[cfg(feature = "vulkan")]
+fn offload(
+    model: &mut Model,
+    want: usize,
+    budget: Option<u64>,
+    device: usize,
+    n_ctx: usize,
+) -> Result<(), String> {
+    use strata_vulkan::offload::{default_budget, offload};
     use strata_vulkan::Vulkan;
 
     let arch = model.config().arch.name();
-    let mats = model
-        .graph()
-        .device_matrices()
-        .ok_or_else(|| format!("{arch} does not run on the Vulkan backend yet"))?;
+    if model.graph().device_matrices().is_none() {
+        return Err(format!("{arch} does not run on the Vulkan backend yet"));
+    }
     let vk = Vulkan::new(device).map_err(|e| format!("no Vulkan device {device} ({e})"))?;
-    let t0 = std::time::Instant::now();
-    vk.preload(&mats)
-        .map_err(|e| format!("the weights could not be placed on the Vulkan device: {e}"))?;
-    let name = &vk.device().info().name;
+    let info = vk.device().info().clone();
+    let budget = budget.unwrap_or_else(|| default_budget(&info));
     let n_layer = model.config().n_layer;
+    let done = offload(model, vk, want, budget, n_ctx)
+        .map_err(|e| format!("the weights could not be placed on the Vulkan device: {e}"))?
+        .ok_or_else(|| {
+            format!(
+                "the LM head and layer {} do not fit the {} budget of Vulkan device {device} ({})",
+                n_layer - 1,
+                gib(budget),
+                info.name
+            )
+        })?;
+    let p = &done.plan;
+    let on = p.layers.len();
+    if on < p.wanted {
+        eprintln!(
+            "notice: -ngl asked for {} layers, {on} fit the {} budget (--vram-budget)",
+            p.wanted,
+            gib(budget)
+        );
+    }
+    let (what, cpu) = match p.layers.start {
+        0 => (", the embedding and the LM head", String::new()),
+        k => (
+            " and the LM head",
+            format!("; the CPU runs the embedding and layers 0..{k}"),
+        ),
+    };
     eprintln!(
-        "offloaded {n_layer}/{n_layer} layers, the embedding and the LM head to Vulkan device {device} ({name}): {:.1} MiB of weights in {:.1} s; the KV cache grows on the device as tokens are fed",
-        vk.weight_bytes() as f64 / (1u64 << 20) as f64,
-        t0.elapsed().as_secs_f64()
+        "offloaded {on}/{n_layer} layers ({}..{n_layer}){what} to Vulkan device {device} ({}): {} of weights in {:.1} s, KV up to {} at {n_ctx} positions, budget {}{cpu}",
+        p.layers.start,
+        info.name,
+        mib(done.weight_bytes),
+        done.seconds,
+        mib(p.kv_bytes),
+        gib(budget),
     );
-    model.set_device(Box::new(OnDevice::new(vk)));
     Ok(())
 }
 
 #[cfg(not(feature = "vulkan"))]
-fn offload(_: &mut Model, _: usize) -> Result<(), String> {
+fn offload(_: &mut Model, _: usize, _: Option<u64>, _: usize, _: usize) -> Result<(), String> {
     Err("this build has no GPU backend (rebuild with `--features vulkan`), -ngl ignored".into())
 }

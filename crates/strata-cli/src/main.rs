@@ -107,13 +107,21 @@ pub struct ModelArgs {
     /// size, which bounds the activation memory; results do not depend on it.
     #[arg(long, default_value_t = strata_engine::model::UBATCH, value_parser = flags::ubatch)]
     pub ubatch: usize,
-    /// Layers to offload to the GPU (llama.cpp's -ngl). With the `vulkan` feature, N ≥ the
-    /// model's layer count (or -1) runs the model (dense llama/qwen2/qwen3/gemma3, qwen3moe,
-    /// qwen3next, qwen4exp) wholly on the Vulkan device; partial offload runs on the CPU, with a
-    /// notice. Without the feature the value is accepted and ignored, with a notice.
+    /// Layers to offload to the GPU (llama.cpp's -ngl). With the `vulkan` feature, the model's
+    /// LAST N layers (dense llama/qwen2/qwen3/gemma3, qwen3moe, qwen3next, qwen4exp) and its
+    /// LM head run on the Vulkan device, the embedding and the first layers on the CPU; N ≥
+    /// the layer count (or -1) runs everything on the device. Fewer layers are placed if
+    /// --vram-budget runs out. Without the feature the value is accepted and ignored, with a
+    /// notice.
     #[arg(long = "gpu-layers", visible_alias = "n-gpu-layers", value_name = "N",
           allow_negative_numbers = true, value_parser = flags::gpu_layers)]
     pub gpu_layers: Option<i64>,
+    /// Most bytes of weights and KV cache (at --ctx) that -ngl may place on the GPU, e.g.
+    /// 8G, 512M, 1.5GiB (powers of 1024) or plain bytes. Default: the device's free memory
+    /// (VK_EXT_memory_budget, else its device-local heap size) minus 10 % or 512 MiB,
+    /// whichever is larger.
+    #[arg(long = "vram-budget", value_name = "SIZE", value_parser = flags::vram_budget)]
+    pub vram_budget: Option<u64>,
     /// The GPU that -ngl uses: an index of `strata devices`.
     #[arg(long = "device", value_name = "N", default_value_t = 0)]
     pub device: usize,
@@ -320,7 +328,14 @@ pub fn load_model(
     let mut model = strata_engine::Model::load(&path)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     model.set_ubatch(args.ubatch)?;
-    gpu::place(&mut model, args.gpu_layers, args.device);
+    let n_ctx = memory::resolve_ctx(args.ctx, model.config());
+    gpu::place(
+        &mut model,
+        args.gpu_layers,
+        args.vram_budget,
+        args.device,
+        n_ctx,
+    );
     let c = model.config();
     memory::check_session(c, memory::resolve_ctx(args.ctx, c), args.kv, args.ubatch)?;
     if args.ctx > c.n_ctx_train {

@@ -11,6 +11,7 @@ pub mod error;
 pub mod generate;
 pub mod kv_cache;
 pub mod model;
+pub mod offload;
 pub mod ops;
 pub mod pool;
 pub mod recurrent_state;

@@ -69,8 +69,10 @@ pub struct Model {
     config: ModelConfig,
     /// The architecture's forward pass with its weights.
     graph: Graph,
-    /// The backend that runs every layer when set ([`Model::set_device`]), else the CPU.
+    /// The backend that runs layers `device_from..n_layer` and the LM head when set
+    /// ([`Model::set_device_from`]); the CPU runs the rest.
     device: Option<Box<dyn DeviceRun>>,
+    device_from: usize,
     tokenizer: Tokenizer,
     chat_template: Option<ChatTemplate>,
     /// The runner's activation buffers (one run at a time).
@@ -121,6 +123,7 @@ impl Model {
             config,
             graph,
             device: None,
+            device_from: 0,
             tokenizer,
             chat_template,
             ws: Mutex::new(Workspace::default()),
@@ -132,7 +135,33 @@ impl Model {
     /// MTP draft head stays on the CPU. Sessions keep their state in host memory as well, so
     /// snapshots, restores and truncation work as on the CPU.
     pub fn set_device(&mut self, device: Box<dyn DeviceRun>) {
+        self.set_device_from(device, 0);
+    }
+
+    /// Partial offload (`strata run -ngl N`, `first` = n_layer − N): the CPU runs the
+    /// embedding and layers `0..first`, `device` runs layers `first..n_layer`, the output
+    /// norm and the LM head, starting from the residual rows the CPU hands it each run.
+    /// `first` = 0 is [`Model::set_device`]. Each layer's KV cache and recurrent state stay
+    /// in the session, whichever side runs it, so snapshots, restores and truncation work as
+    /// on the CPU.
+    ///
+    /// Panics: `first` ≥ the layer count (that leaves nothing to the device).
+    pub fn set_device_from(&mut self, device: Box<dyn DeviceRun>, first: usize) {
+        assert!(
+            first < self.config.n_layer,
+            "layer {first} of {}",
+            self.config.n_layer
+        );
         self.device = Some(device);
+        self.device_from = first;
+    }
+
+    /// The layers the device set by [`Model::set_device_from`] runs (empty without one).
+    pub fn device_layers(&self) -> Range<usize> {
+        match self.device {
+            Some(_) => self.device_from..self.config.n_layer,
+            None => self.config.n_layer..self.config.n_layer,
+        }
     }
 
     /// The backend set by [`Model::set_device`], if any.
@@ -488,7 +517,9 @@ impl Model {
     }
 
     /// The graph over the run's rows on the CPU backend (the pool installed on this thread,
-    /// else the global one): every layer, leaving the final residual stream in `ws.x`.
+    /// else the global one): every layer, leaving the final residual stream in `ws.x`. With
+    /// a device, the CPU runs the layers before [`Model::device_layers`] (if any) and the
+    /// device the rest, the final residual staying on the device.
     fn run(
         &self,
         ws: &mut Workspace<HostMem>,
@@ -499,13 +530,31 @@ impl Model {
         for s in seqs.iter() {
             ws.pos.extend((0..s.rows.len()).map(|t| s.pos0 + t));
         }
-        if let Some(d) = &self.device {
-            return d.forward(&self.graph, &self.config, &ws.pos, seqs, tokens);
+        let (cfg, n_layer) = (&self.config, self.config.n_layer);
+        let cpu_layers = match &self.device {
+            Some(_) => 0..self.device_from,
+            None => 0..n_layer,
+        };
+        if !cpu_layers.is_empty() {
+            pool::with_current(|p| {
+                let be = Cpu::new(p);
+                self.graph
+                    .forward_layers(&be, cfg, ws, seqs, tokens, cpu_layers)
+            })?;
         }
-        pool::with_current(|p| {
-            self.graph
-                .forward(&Cpu::new(p), &self.config, ws, seqs, tokens)
-        })
+        match &self.device {
+            Some(d) => {
+                let run = (&ws.pos[..], seqs, tokens);
+                d.forward(
+                    &self.graph,
+                    cfg,
+                    run,
+                    self.device_from..n_layer,
+                    ws.x.read(),
+                )
+            }
+            None => Ok(()),
+        }
     }
 
     /// Logits of the run's `rows` (ascending) into `ws.logits` (`[rows][n_vocab]`), their

@@ -26,6 +26,10 @@ pub struct AdapterInfo {
     pub api_version: u32,
     /// Bytes of the device-local memory heaps (system RAM for CPU and many integrated devices).
     pub vram_bytes: u64,
+    /// Bytes of the device-local heaps this process may still take when the adapter was
+    /// listed (the heaps' budget minus their usage, VK_EXT_memory_budget), `None` when the
+    /// device lacks the extension.
+    pub free_vram_bytes: Option<u64>,
     /// Default subgroup (wave/warp) size: 32 on NVIDIA, 64 (or 32) on AMD, 8 on lavapipe.
     pub subgroup_size: u32,
     /// Compute shaders may use subgroup arithmetic (`subgroupAdd`).
@@ -48,6 +52,31 @@ pub struct AdapterInfo {
     /// A transfer-only queue family (a DMA engine), where the device has one.
     pub transfer_family: Option<u32>,
     pub(crate) physical: vk::PhysicalDevice,
+}
+
+/// The device-local heaps' budget minus usage (VK_EXT_memory_budget), if the device has it.
+fn memory_budget(instance: &ash::Instance, pd: vk::PhysicalDevice) -> Option<u64> {
+    // SAFETY: `pd` came from this instance.
+    let exts = unsafe { instance.enumerate_device_extension_properties(pd) }.ok()?;
+    let has = exts
+        .iter()
+        .any(|e| e.extension_name_as_c_str() == Ok(ash::ext::memory_budget::NAME));
+    if !has {
+        return None;
+    }
+    let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
+    let mut props = vk::PhysicalDeviceMemoryProperties2::default().push_next(&mut budget);
+    // SAFETY: `pd` came from this instance; the chained struct outlives the call, and the
+    // device supports the extension whose struct it is.
+    unsafe { instance.get_physical_device_memory_properties2(pd, &mut props) };
+    let mem = props.memory_properties;
+    let free = mem.memory_heaps[..mem.memory_heap_count as usize]
+        .iter()
+        .zip(budget.heap_budget.iter().zip(budget.heap_usage.iter()))
+        .filter(|(h, _)| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
+        .map(|(_, (b, u))| b.saturating_sub(*u))
+        .sum();
+    Some(free)
 }
 
 impl AdapterInfo {
@@ -90,6 +119,7 @@ impl AdapterInfo {
             .filter(|h| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
             .map(|h| h.size)
             .sum();
+        let free_vram_bytes = memory_budget(instance, pd);
 
         // SAFETY: as above.
         let families = unsafe { instance.get_physical_device_queue_family_properties(pd) };
@@ -124,6 +154,7 @@ impl AdapterInfo {
             kind,
             api_version: props.api_version,
             vram_bytes,
+            free_vram_bytes,
             subgroup_size,
             subgroup_arithmetic: sg_stages.contains(vk::ShaderStageFlags::COMPUTE)
                 && sg_ops.contains(vk::SubgroupFeatureFlags::ARITHMETIC),

@@ -2,6 +2,7 @@
 //! and the kernels of dense models, each checked against the CPU on lavapipe (tests/).
 //!
 //! - [`adapters`] / [`AdapterInfo`]: what `strata devices` lists.
+//! - [`offload`]: a model's last layers and LM head placed on a device under a budget.
 //! - [`Device`]: one adapter opened with a compute queue (and a transfer queue where the
 //!   device has one).
 //! - [`Buffer`] and [`transfer`]: device-local storage, host-visible staging, upload/read.
@@ -45,6 +46,7 @@ mod instance;
 mod kernels;
 mod kv_mirror;
 mod matmul;
+pub mod offload;
 mod pipeline;
 mod recorder;
 mod recurrent;

@@ -3,7 +3,9 @@
 //! DeltaNet layers, qwen4exp with hyper-connections, QSA and PLE) and SmolLM2-135M. Teacher-forced: the top-1 token agrees
 //! at ≥ 99 % of the positions where the CPU's top-2 margin is ≥ 0.5; greedy: the tokens are
 //! identical up to the first near-tie (a CPU margin < 0.5). Lavapipe is ~60× slower than a
-//! CPU core, so the sequences are short.
+//! CPU core, so the sequences are short. Partial offload (the last layers on the device, the
+//! embedding and the first layers on the CPU, `-ngl N`) is held to the same bounds, and a
+//! memory budget places only the layers it holds.
 
 mod common;
 
@@ -13,7 +15,8 @@ use std::time::Instant;
 
 use strata_engine::backend::OnDevice;
 use strata_engine::{KvType, Model, SeqInput, SeqOutput, Want};
-use strata_vulkan::Vulkan;
+use strata_vulkan::offload::offload;
+use strata_vulkan::{Device, Vulkan};
 
 /// Logit margin below which two tokens count as tied.
 const NEAR_TIE: f32 = 0.5;
@@ -70,23 +73,46 @@ fn top(row: &[f32]) -> (usize, f32) {
     (i1, v1 - v2)
 }
 
-/// Loads `path` on the CPU and on the Vulkan device; compares teacher-forced top-1 over
-/// `text` and `n_greedy` greedy tokens after its first `prompt` tokens. Returns the
-/// teacher-forced max |Δlogit| / max |logit| (0 when skipped for want of a device).
-fn compare(path: PathBuf, text: &str, prompt: usize, n_greedy: usize) -> f32 {
+/// Runs `m` on `dev`: every layer, the embedding and the LM head (`last` = `None`, as
+/// `-ngl 99`), or its last `last` layers and the LM head through [`offload`] without a
+/// budget limit (`-ngl N`), checking that exactly those layers are placed.
+fn place(m: &mut Model, dev: &Device, last: Option<usize>) {
+    let vk = Vulkan::on(dev);
+    let Some(n) = last else {
+        let mats = m
+            .graph()
+            .device_matrices()
+            .expect("a model the device runs");
+        vk.preload(&mats).expect("weights on the device");
+        m.set_device(Box::new(OnDevice::new(vk)));
+        return;
+    };
+    let n_layer = m.config().n_layer;
+    let done = offload(m, vk, n, u64::MAX, 256)
+        .expect("weights on the device")
+        .expect("layers placed");
+    assert_eq!(done.plan.layers, n_layer - n..n_layer);
+    assert_eq!(m.device_layers(), n_layer - n..n_layer);
+}
+
+/// Loads `path` on the CPU and on the Vulkan device (its `last` layers, or all: [`place`]);
+/// compares teacher-forced top-1 over `text` and `n_greedy` greedy tokens after its first
+/// `prompt` tokens. Returns the teacher-forced max |Δlogit| / max |logit| (0 when skipped for
+/// want of a device).
+fn compare_on(
+    path: PathBuf,
+    last: Option<usize>,
+    text: &str,
+    prompt: usize,
+    n_greedy: usize,
+) -> f32 {
     let Some(dev) = common::device() else {
         return 0.0;
     };
     let t0 = Instant::now();
     let cpu = Model::load(&path).expect("load (cpu)");
     let mut gpu = Model::load(&path).expect("load (vulkan)");
-    let vk = Vulkan::on(&dev);
-    let mats = gpu
-        .graph()
-        .device_matrices()
-        .expect("a model the device runs");
-    vk.preload(&mats).expect("weights on the device");
-    gpu.set_device(Box::new(OnDevice::new(vk)));
+    place(&mut gpu, &dev, last);
     let n_vocab = cpu.config().n_vocab;
     let mut tokens = cpu.tokenizer().encode(text, true, false);
     tokens.truncate(24);
@@ -145,8 +171,9 @@ fn compare(path: PathBuf, text: &str, prompt: usize, n_greedy: usize) -> f32 {
     }
     assert_eq!(steps_agree, steps_clear, "decode top-1 on clear steps");
     eprintln!(
-        "{}: teacher-forced top-1 {agree}/{clear} clear positions (of {}), max|Δlogit|/max|logit| {rel:.2e}; greedy: {same} identical before the first near-tie, decode top-1 {steps_agree}/{steps_clear} clear steps of {n_greedy}; {:.1} s",
+        "{} on layers {:?}: teacher-forced top-1 {agree}/{clear} clear positions (of {}), max|Δlogit|/max|logit| {rel:.2e}; greedy: {same} identical before the first near-tie, decode top-1 {steps_agree}/{steps_clear} clear steps of {n_greedy}; {:.1} s",
         path.file_name().unwrap_or_default().to_string_lossy(),
+        gpu.device_layers(),
         want.len() / n_vocab,
         t0.elapsed().as_secs_f64()
     );
@@ -155,6 +182,11 @@ fn compare(path: PathBuf, text: &str, prompt: usize, n_greedy: usize) -> f32 {
         "top-1 agreement {agree}/{clear} is under 99 %"
     );
     rel
+}
+
+/// [`compare_on`] with every layer on the device.
+fn compare(path: PathBuf, text: &str, prompt: usize, n_greedy: usize) -> f32 {
+    compare_on(path, None, text, prompt, n_greedy)
 }
 
 const TEXT: &str = "The quick brown fox jumps over the lazy dog. Once upon a time, in a small \
@@ -258,10 +290,10 @@ fn smollm2_135m_matches_cpu() {
 /// bit, for the model at `path`: the KV mirror follows the host cache (a restore renews the
 /// layer's id; a truncated session writes its positions again), and a recurrent model's state
 /// is the host's (uploaded and read back by every recurrent op).
-fn restore_and_truncate_match_a_fresh_run(path: PathBuf) {
+fn restore_and_truncate_match_a_fresh_run(path: PathBuf, last: Option<usize>) {
     let Some(dev) = common::device() else { return };
     let mut m = Model::load(&path).expect("load");
-    m.set_device(Box::new(OnDevice::new(Vulkan::on(&dev))));
+    place(&mut m, &dev, last);
     let tokens = m.tokenizer().encode(TEXT, true, false);
     let (a, b) = (&tokens[..10], &tokens[10..16]);
     let fresh = |m: &Model| {
@@ -295,7 +327,7 @@ fn restore_and_truncate_match_a_fresh_run(path: PathBuf) {
 #[test]
 fn device_kv_follows_restore_and_truncate() {
     if let Some(p) = tiny("qwen3-tiny", "Q8_0") {
-        restore_and_truncate_match_a_fresh_run(p);
+        restore_and_truncate_match_a_fresh_run(p, None);
     }
 }
 
@@ -304,17 +336,21 @@ fn device_kv_follows_restore_and_truncate() {
 #[test]
 fn device_recurrent_state_follows_restore_and_truncate() {
     if let Some(p) = tiny("qwen3next-tiny", "Q8_0") {
-        restore_and_truncate_match_a_fresh_run(p);
+        restore_and_truncate_match_a_fresh_run(p, None);
     }
 }
 
 /// Two sequences in one run (each attending over its own device KV mirror, each continuing
 /// its own recurrent state) give the logits of each fed alone, for the model at `path`: the
 /// tokens `a` and `b` of the text.
-fn batched_sequences_match_each_alone(path: PathBuf, (a, b): (Range<usize>, Range<usize>)) {
+fn batched_sequences_match_each_alone(
+    path: PathBuf,
+    last: Option<usize>,
+    (a, b): (Range<usize>, Range<usize>),
+) {
     let Some(dev) = common::device() else { return };
     let mut m = Model::load(&path).expect("load");
-    m.set_device(Box::new(OnDevice::new(Vulkan::on(&dev))));
+    place(&mut m, &dev, last);
     let tokens = m.tokenizer().encode(TEXT, true, false);
     let (a, b) = (&tokens[a], &tokens[b]);
     let alone = |t: &[u32]| {
@@ -353,7 +389,7 @@ fn batched_sequences_match_each_alone(path: PathBuf, (a, b): (Range<usize>, Rang
 #[test]
 fn sequences_batched_on_the_device_match_each_alone() {
     if let Some(p) = tiny("llama-tiny", "Q8_0") {
-        batched_sequences_match_each_alone(p, (0..7, 7..19));
+        batched_sequences_match_each_alone(p, None, (0..7, 7..19));
     }
 }
 
@@ -362,7 +398,7 @@ fn sequences_batched_on_the_device_match_each_alone() {
 #[test]
 fn recurrent_sequences_batched_on_the_device_match_each_alone() {
     if let Some(p) = tiny("qwen3next-tiny", "Q8_0") {
-        batched_sequences_match_each_alone(p, (0..7, 7..19));
+        batched_sequences_match_each_alone(p, None, (0..7, 7..19));
     }
 }
 
@@ -372,6 +408,115 @@ fn recurrent_sequences_batched_on_the_device_match_each_alone() {
 #[test]
 fn qwen4exp_sequences_batched_on_the_device_match_each_alone() {
     if let Some(p) = tiny("qwen4exp-tiny", "Q8_0") {
-        batched_sequences_match_each_alone(p, (0..21, 3..24));
+        batched_sequences_match_each_alone(p, None, (0..21, 3..24));
     }
+}
+
+/// Partial offload of a dense model: the embedding and the first half of the layers on the
+/// CPU, the residual handed to the device, the last half and the LM head there.
+#[test]
+fn dense_last_half_on_device_matches_cpu() {
+    if let Some(p) = tiny("llama-tiny", "Q8_0") {
+        compare_on(p, Some(2), TEXT, 6, 16);
+    }
+    if let Some(p) = smollm2() {
+        compare_on(p, Some(15), TEXT, 6, 16);
+    }
+}
+
+/// qwen3moe with its last two layers (routed experts) on the device; F32 logits close.
+#[test]
+fn qwen3moe_last_half_on_device_matches_cpu() {
+    if let Some(p) = tiny("qwen3moe-tiny", "F32") {
+        let rel = compare_on(p, Some(2), TEXT, 6, 16);
+        assert!(rel < 1e-3, "F32 logits differ by {rel:.2e} (relative)");
+    }
+}
+
+/// qwen3next with layer 0 (Gated DeltaNet) on the CPU and layers 1..4 (two DeltaNet layers,
+/// whose recurrent states are the session's second and third, and the attention layer) on
+/// the device.
+#[test]
+fn qwen3next_last_layers_on_device_match_cpu() {
+    if let Some(p) = tiny("qwen3next-tiny", "F32") {
+        let rel = compare_on(p, Some(3), TEXT, 6, 16);
+        assert!(rel < 1e-3, "F32 logits differ by {rel:.2e} (relative)");
+    }
+}
+
+/// qwen4exp (4 hyper-connection streams handed over whole): its last two layers (the PLE
+/// layer 2, which reads the run's tokens on the device, and the QSA attention layer) on the
+/// device; then only the attention layer, PLE running on the CPU. 24 greedy steps reach
+/// QSA's sparse positions.
+#[test]
+fn qwen4exp_last_layers_on_device_match_cpu() {
+    for last in [2, 1] {
+        if let Some(p) = tiny("qwen4exp-tiny", "F32") {
+            let rel = compare_on(p, Some(last), TEXT, 6, 24);
+            assert!(
+                rel < 1e-3,
+                "last {last}: F32 logits differ by {rel:.2e} (relative)"
+            );
+        }
+    }
+}
+
+/// Snapshots, restores, truncation and batched sequences with the first layers on the CPU
+/// and the last on the device: each side's KV and recurrent state stay the session's.
+#[test]
+fn partial_offload_follows_restore_truncate_and_batches() {
+    if let Some(p) = tiny("qwen3-tiny", "Q8_0") {
+        restore_and_truncate_match_a_fresh_run(p, Some(2));
+    }
+    if let Some(p) = tiny("qwen3next-tiny", "Q8_0") {
+        restore_and_truncate_match_a_fresh_run(p.clone(), Some(2));
+        batched_sequences_match_each_alone(p, Some(2), (0..7, 7..19));
+    }
+    if let Some(p) = tiny("qwen4exp-tiny", "Q8_0") {
+        batched_sequences_match_each_alone(p, Some(2), (0..21, 3..24));
+    }
+}
+
+/// A budget that holds the LM head and the last two layers places exactly those (and the
+/// weights uploaded fit it); a budget below the LM head and one layer leaves the model on
+/// the CPU, unchanged.
+#[test]
+fn vram_budget_places_only_the_layers_it_holds() {
+    let Some(dev) = common::device() else { return };
+    let Some(p) = tiny("qwen3moe-tiny", "F32") else {
+        return;
+    };
+    let mut m = Model::load(&p).expect("load");
+    let n_layer = m.config().n_layer;
+    let n_ctx = 128;
+    // What every layer count costs: the plan with no limit on the last k layers.
+    let cost = |m: &Model, k: usize| {
+        let p = strata_engine::offload::plan(m.graph(), m.config(), k, u64::MAX, n_ctx);
+        p.weight_bytes + p.kv_bytes
+    };
+    let (one, two, three) = (cost(&m, 1), cost(&m, 2), cost(&m, 3));
+    assert!(one < two && two < three, "{one} {two} {three}");
+
+    let none = offload(&mut m, Vulkan::on(&dev), 99, one - 1, n_ctx).expect("offload");
+    assert!(none.is_none(), "nothing fits under {} bytes", one - 1);
+    assert!(m.device().is_none() && m.device_layers().is_empty());
+
+    let budget = (two + three) / 2;
+    let done = offload(&mut m, Vulkan::on(&dev), 99, budget, n_ctx)
+        .expect("offload")
+        .expect("two layers fit");
+    assert_eq!(done.plan.layers, n_layer - 2..n_layer);
+    assert_eq!(done.plan.wanted, n_layer);
+    assert!(done.weight_bytes <= budget && done.plan.weight_bytes == done.weight_bytes);
+    assert_eq!(m.device_layers(), n_layer - 2..n_layer);
+
+    // And that placement runs: the logits of a prompt match the CPU's.
+    let cpu = Model::load(&p).expect("load (cpu)");
+    let tokens = cpu.tokenizer().encode(TEXT, true, false);
+    let mut s = cpu.new_session(n_ctx, KvType::F16);
+    let want = cpu.forward(&mut s, &tokens[..8]).expect("cpu").to_vec();
+    let mut s = m.new_session(n_ctx, KvType::F16);
+    let got = m.forward(&mut s, &tokens[..8]).expect("vulkan").to_vec();
+    let rel = common::rel_err(&got, &want);
+    assert!(rel < 1e-3, "F32 logits differ by {rel:.2e} (relative)");
 }

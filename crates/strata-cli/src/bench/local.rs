@@ -224,9 +224,19 @@ pub fn load(args: &ModelArgs, models_dir: &Path) -> Result<(Model, ModelInfo)> {
         model_size: size,
         model_n_params: params,
         n_threads: strata_engine::pool::current_workers(),
-        backend: model
-            .device()
-            .map_or("CPU (strata)".to_string(), |d| d.name()),
+        backend: match model.device() {
+            None => "CPU (strata)".to_string(),
+            Some(d) if model.device_layers().start == 0 => d.name(),
+            Some(d) => {
+                let on = model.device_layers();
+                format!(
+                    "{} (layers {}..{}) + CPU (strata)",
+                    d.name(),
+                    on.start,
+                    on.end
+                )
+            }
+        },
         load_ms,
         rss_after_load: rss_bytes(),
     };

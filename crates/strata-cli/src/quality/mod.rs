@@ -64,6 +64,7 @@ pub fn run(args: QualityArgs, models_dir: &Path) -> Result<()> {
         kv: args.kv,
         ubatch: strata_engine::model::UBATCH,
         gpu_layers: None,
+        vram_budget: None,
         device: 0,
         pool: args.pool,
     };

@@ -14,6 +14,8 @@ pub mod qwen3next;
 pub mod qwen4exp;
 pub mod source;
 
+use std::ops::Range;
+
 use strata_gguf::Metadata;
 
 use crate::backend::Backend;
@@ -72,10 +74,35 @@ impl Graph {
         seqs: &mut [SeqRun<'_>],
         tokens: &[u32],
     ) -> Result<(), EngineError> {
+        self.forward_layers(be, cfg, ws, seqs, tokens, 0..cfg.n_layer)
+    }
+
+    /// [`Graph::forward`] through `layers` only (ascending, within `0..n_layer`): a range
+    /// starting at 0 embeds the tokens first; any other range reads the residual stream
+    /// entering its first layer from `ws.x` (`[T][residual width]`) and leaves the stream
+    /// after its last layer there. Running `0..k` on one backend and `k..n_layer` on another,
+    /// with the residual copied between them, is a whole forward (partial offload): each
+    /// layer's KV cache and recurrent state are the sequences' own, whichever backend runs it.
+    ///
+    /// Errors: as [`Graph::forward`].
+    pub fn forward_layers<B: Backend>(
+        &self,
+        be: &B,
+        cfg: &ModelConfig,
+        ws: &mut Workspace<B::Mem>,
+        seqs: &mut [SeqRun<'_>],
+        tokens: &[u32],
+        layers: Range<usize>,
+    ) -> Result<(), EngineError> {
+        assert!(
+            layers.end <= cfg.n_layer,
+            "layers {layers:?} of {}",
+            cfg.n_layer
+        );
         match self {
-            Graph::Dense(w) => dense::graph::forward(be, cfg, w, ws, seqs, tokens),
-            Graph::Qwen3Next(w) => qwen3next::graph::forward(be, cfg, w, ws, seqs, tokens),
-            Graph::Qwen4Exp(w) => qwen4exp::graph::forward(be, cfg, w, ws, seqs, tokens),
+            Graph::Dense(w) => dense::graph::forward(be, cfg, w, ws, seqs, tokens, layers),
+            Graph::Qwen3Next(w) => qwen3next::graph::forward(be, cfg, w, ws, seqs, tokens, layers),
+            Graph::Qwen4Exp(w) => qwen4exp::graph::forward(be, cfg, w, ws, seqs, tokens, layers),
         }
     }
 
@@ -129,34 +156,63 @@ impl Graph {
     }
 
     /// The weight matrices of a graph that a device backend runs whole, for it to upload at
-    /// load: the dense family (embedding, every layer's projections — for qwen3moe its router
-    /// and its three whole expert tensors — LM head), qwen3next (also its DeltaNet
-    /// projections and its shared experts) and qwen4exp (also its hyper-connection gates, QSA
-    /// indexer, PLE projections and n-gram table; its MTP draft layer runs on the CPU).
-    /// `None` for a graph no device backend runs.
+    /// load: [`Graph::embedding_matrices`], every layer's [`Graph::layer_matrices`] and
+    /// [`Graph::head_matrices`]. `None` for a graph no device backend runs.
     pub fn device_matrices(&self) -> Option<Vec<&Matrix<'static>>> {
-        match self {
-            Graph::Qwen3Next(w) => return Some(w.matrices()),
-            Graph::Qwen4Exp(w) => return Some(w.matrices()),
-            _ => {}
-        }
-        let Graph::Dense(w) = self else { return None };
-        let mut out = vec![&w.token_embd];
-        for lw in &w.layers {
-            out.extend([&lw.wq, &lw.wk, &lw.wv, &lw.wo]);
-            match &lw.ffn {
-                dense::weights::Ffn::Dense {
-                    w_gate,
-                    w_up,
-                    w_down,
-                } => out.extend([w_gate, w_up, w_down]),
-                dense::weights::Ffn::Moe(m) => {
-                    out.extend([&m.router, &m.gate.all, &m.up.all, &m.down.all])
-                }
-            }
-        }
-        out.push(&w.output);
+        let n_layer = match self {
+            Graph::Dense(w) => w.layers.len(),
+            Graph::Qwen3Next(w) => w.layers.len(),
+            Graph::Qwen4Exp(w) => w.layers.len(),
+        };
+        let mut out = self.embedding_matrices();
+        (0..n_layer).for_each(|il| out.extend(self.layer_matrices(il)));
+        out.extend(self.head_matrices());
         Some(out)
+    }
+
+    /// The token embedding table (what a forward starting at layer 0 reads).
+    pub fn embedding_matrices(&self) -> Vec<&Matrix<'static>> {
+        match self {
+            Graph::Dense(w) => vec![&w.token_embd],
+            Graph::Qwen3Next(w) => vec![&w.token_embd],
+            Graph::Qwen4Exp(w) => vec![&w.token_embd],
+        }
+    }
+
+    /// The weight matrices layer `il` reads: its projections (for MoE layers the router and
+    /// the three whole expert tensors, and the shared expert), qwen3next's and qwen4exp's
+    /// DeltaNet projections, qwen4exp's hyper-connection gates, QSA indexer, and on the PLE
+    /// layer its projections and n-gram table.
+    pub fn layer_matrices(&self, il: usize) -> Vec<&Matrix<'static>> {
+        match self {
+            Graph::Dense(w) => {
+                let lw = &w.layers[il];
+                let mut out = vec![&lw.wq, &lw.wk, &lw.wv, &lw.wo];
+                match &lw.ffn {
+                    dense::weights::Ffn::Dense {
+                        w_gate,
+                        w_up,
+                        w_down,
+                    } => out.extend([w_gate, w_up, w_down]),
+                    dense::weights::Ffn::Moe(m) => {
+                        out.extend([&m.router, &m.gate.all, &m.up.all, &m.down.all])
+                    }
+                }
+                out
+            }
+            Graph::Qwen3Next(w) => w.layer_matrices(il),
+            Graph::Qwen4Exp(w) => w.layer_matrices(il),
+        }
+    }
+
+    /// The matrices of the output after the last layer: the LM head (qwen4exp: also its
+    /// final hyper-connection mixer).
+    pub fn head_matrices(&self) -> Vec<&Matrix<'static>> {
+        match self {
+            Graph::Dense(w) => vec![&w.output],
+            Graph::Qwen3Next(w) => vec![&w.output],
+            Graph::Qwen4Exp(w) => vec![&w.output_hc.down, &w.output_hc.up, &w.output],
+        }
     }
 }
 

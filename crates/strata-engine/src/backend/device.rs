@@ -1,10 +1,12 @@
 //! Running whole forwards on a backend other than the CPU.
 //!
 //! The model's runner ([`crate::model::Model`]) holds host activations; a device backend
-//! brings its own workspace. [`OnDevice`] pairs a backend with one and runs the model's
+//! brings its own workspace. With partial offload the CPU runs the first layers and the
+//! device the rest, from the residual rows the CPU hands over. [`OnDevice`] pairs a backend with one and runs the model's
 //! [`Graph`] on it; the runner reaches it through the object-safe [`DeviceRun`], so the
 //! engine never names a device type (`strata-vulkan` depends on the engine, not the reverse).
 
+use std::ops::Range;
 use std::sync::Mutex;
 
 use super::{Backend, Memory, RowBuf};
@@ -20,17 +22,20 @@ pub trait DeviceRun: Send + Sync {
     /// The backend's name, for logs.
     fn name(&self) -> String;
 
-    /// [`Graph::forward`] over the run's rows at positions `pos` (`[T]`), leaving the final
-    /// residual stream on the device.
+    /// [`Graph::forward_layers`] over `run` = (positions `[T]`, sequences, tokens) through
+    /// `layers` (which end at the last layer), leaving the final residual stream on the
+    /// device. A range starting at 0 embeds the tokens on the device; any other range starts
+    /// from `residual` (`[T][residual width]`, host rows: the stream after the layers before
+    /// it), which is copied to the device first.
     ///
     /// Errors: as [`Graph::forward`], and the backend's [`Backend::finish`].
     fn forward(
         &self,
         graph: &Graph,
         cfg: &ModelConfig,
-        pos: &[usize],
-        seqs: &mut [SeqRun<'_>],
-        tokens: &[u32],
+        run: (&[usize], &mut [SeqRun<'_>], &[u32]),
+        layers: Range<usize>,
+        residual: &[f32],
     ) -> Result<(), EngineError>;
 
     /// [`Graph::output`] of the last forward's `rows`, copied into host buffers:
@@ -85,14 +90,17 @@ where
         &self,
         graph: &Graph,
         cfg: &ModelConfig,
-        pos: &[usize],
-        seqs: &mut [SeqRun<'_>],
-        tokens: &[u32],
+        (pos, seqs, tokens): (&[usize], &mut [SeqRun<'_>], &[u32]),
+        layers: Range<usize>,
+        residual: &[f32],
     ) -> Result<(), EngineError> {
         let mut ws = self.ws.lock().unwrap_or_else(|e| e.into_inner());
         ws.pos.clear();
         ws.pos.extend_from_slice(pos);
-        let run = graph.forward(&self.be, cfg, &mut ws, seqs, tokens);
+        if layers.start > 0 {
+            self.be.upload(residual, cfg.residual_width(), &mut ws.x);
+        }
+        let run = graph.forward_layers(&self.be, cfg, &mut ws, seqs, tokens, layers);
         let done = self.be.finish();
         run.and(done)
     }

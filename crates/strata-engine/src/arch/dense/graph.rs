@@ -5,6 +5,8 @@
 //! Sources: llama.cpp `src/models/llama.cpp`, `qwen2.cpp`, `qwen3.cpp`, `gemma3.cpp`, `qwen3moe.cpp`;
 //! Touvron et al. 2023 (Llama), Gemma Team 2025 (Gemma 3).
 
+use std::ops::Range;
+
 use super::weights::{Ffn, LayerWeights, Weights};
 use crate::backend::{Backend, Glu, MatmulTo};
 use crate::config::{Arch, ModelConfig};
@@ -18,7 +20,8 @@ use crate::workspace::Workspace;
 pub(crate) type Ws<B> = Workspace<<B as Backend>::Mem>;
 
 /// Runs the run's `tokens` (the rows of `seqs`, each sequence at its own positions) through
-/// every layer, leaving the final residual stream in `ws.x` (`[T][n_embd]`).
+/// `layers`, leaving the residual stream after them in `ws.x` (`[T][n_embd]`). The range
+/// starting at 0 embeds the tokens first; otherwise `ws.x` holds the residual entering it.
 pub fn forward<B: Backend>(
     be: &B,
     cfg: &ModelConfig,
@@ -26,11 +29,15 @@ pub fn forward<B: Backend>(
     ws: &mut Ws<B>,
     seqs: &mut [SeqRun<'_>],
     tokens: &[u32],
+    layers: Range<usize>,
 ) -> Result<(), EngineError> {
-    be.embed(&w.token_embd, cfg.embd_scale, tokens, &mut ws.x)?;
+    if layers.start == 0 {
+        be.embed(&w.token_embd, cfg.embd_scale, tokens, &mut ws.x)?;
+    }
     be.rope_angles(&cfg.rope, &ws.pos, &mut ws.rope_cs);
     be.rope_angles(&cfg.rope_swa, &ws.pos, &mut ws.rope_cs_swa);
-    for (il, lw) in w.layers.iter().enumerate() {
+    for il in layers {
+        let lw = &w.layers[il];
         attention_block(be, cfg, il, lw, seqs, ws)?;
         ffn_block(be, cfg, lw, ws)?;
     }

@@ -11,6 +11,8 @@
 //! Sources: llama.cpp `src/models/qwen3next.cpp`; HF transformers `modeling_qwen3_next.py`;
 //! Qwen team, "Qwen3-Next" (2025).
 
+use std::ops::Range;
+
 use super::shared_expert::{shared_expert_add, SharedScratch};
 use super::weights::{HybridWeights, Mixer};
 use super::{gated_attention, gated_delta_net};
@@ -47,8 +49,9 @@ pub struct HybridScratch<M: Memory> {
 }
 
 /// Runs the run's `tokens` (the rows of `seqs`, each sequence at its own positions and with
-/// its own caches and recurrent state) through every layer, leaving the final residual stream
-/// in `ws.x` (`[T][n_embd]`).
+/// its own caches and recurrent state) through `layers`, leaving the residual stream after
+/// them in `ws.x` (`[T][n_embd]`). The range starting at 0 embeds the tokens first;
+/// otherwise `ws.x` holds the residual entering it.
 ///
 /// Errors: a token outside the vocabulary, unsupported weight types.
 pub fn forward<B: Backend>(
@@ -58,11 +61,16 @@ pub fn forward<B: Backend>(
     ws: &mut Ws<B>,
     seqs: &mut [SeqRun<'_>],
     tokens: &[u32],
+    layers: Range<usize>,
 ) -> Result<(), EngineError> {
-    be.embed(&w.token_embd, cfg.embd_scale, tokens, &mut ws.x)?;
+    if layers.start == 0 {
+        be.embed(&w.token_embd, cfg.embd_scale, tokens, &mut ws.x)?;
+    }
     be.rope_angles(&cfg.rope, &ws.pos, &mut ws.rope_cs);
-    let (mut i_attn, mut i_rec) = (0, 0);
-    for lw in &w.layers {
+    // KV layer and recurrent state indices count the layers of each kind before the range.
+    let mut i_rec = (0..layers.start).filter(|il| cfg.is_recurrent(*il)).count();
+    let mut i_attn = layers.start - i_rec;
+    for lw in &w.layers[layers] {
         be.rms_norm(&ws.x, &lw.attn_norm, cfg.rms_eps, &mut ws.xb);
         match &lw.mixer {
             Mixer::DeltaNet(m) => {

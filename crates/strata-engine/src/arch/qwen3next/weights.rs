@@ -87,21 +87,17 @@ impl HybridWeights {
         })
     }
 
-    /// Every weight matrix (embedding; per layer its mixer's projections, the router, the
-    /// three whole expert tensors and the shared expert's four; LM head), for a device backend
-    /// to upload at load.
-    pub fn matrices(&self) -> Vec<&Matrix<'static>> {
-        let mut out = vec![&self.token_embd];
-        for l in &self.layers {
-            match &l.mixer {
-                Mixer::DeltaNet(m) => out.extend([&m.wqkv, &m.wgate, &m.wba, &m.wout]),
-                Mixer::Attention(m) => out.extend([&m.wq, &m.wk, &m.wv, &m.wo]),
-            }
-            let (moe, sh) = (&l.moe, &l.shared);
-            out.extend([&moe.router, &moe.gate.all, &moe.up.all, &moe.down.all]);
-            out.extend([&sh.gate, &sh.up, &sh.down, &sh.gate_inp]);
-        }
-        out.push(&self.output);
+    /// Layer `il`'s weight matrices (its mixer's projections, the router, the three whole
+    /// expert tensors and the shared expert's four), for a device backend to upload at load.
+    pub fn layer_matrices(&self, il: usize) -> Vec<&Matrix<'static>> {
+        let l = &self.layers[il];
+        let mut out = match &l.mixer {
+            Mixer::DeltaNet(m) => vec![&m.wqkv, &m.wgate, &m.wba, &m.wout],
+            Mixer::Attention(m) => vec![&m.wq, &m.wk, &m.wv, &m.wo],
+        };
+        let (moe, sh) = (&l.moe, &l.shared);
+        out.extend([&moe.router, &moe.gate.all, &moe.up.all, &moe.down.all]);
+        out.extend([&sh.gate, &sh.up, &sh.down, &sh.gate_inp]);
         out
     }
 }

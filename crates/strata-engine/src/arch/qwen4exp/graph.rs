@@ -14,6 +14,8 @@
 //! `Qwen4ExpTextModel.forward`, `Qwen4ExpForCausalLM.forward`); llama.cpp
 //! `src/models/qwen4exp.cpp` (`graph::graph`); docs/qwen4exp.md.
 
+use std::ops::Range;
+
 use super::weights::{Layer, Mixer, Qwen4ExpWeights};
 use super::{attention, gated_delta_net, hyper, ple};
 use crate::arch::dense::graph::Ws;
@@ -43,8 +45,10 @@ pub struct Qwen4ExpScratch<M: Memory> {
 }
 
 /// Runs the run's `tokens` (the rows of `seqs`, each sequence at its own positions with its
-/// own caches and state) through every layer, leaving the residual streams in `ws.x`
-/// (`[T][hc·n_embd]`).
+/// own caches and state) through `layers`, leaving the residual streams after them in `ws.x`
+/// (`[T][hc·n_embd]`). The range starting at 0 embeds the tokens first (`hc` copies of each
+/// embedding row); otherwise `ws.x` holds the streams entering it. The PLE layer reads the
+/// run's `tokens` wherever it runs.
 ///
 /// Errors: a token outside the vocabulary, unsupported weight types.
 pub fn forward<B: Backend>(
@@ -54,16 +58,22 @@ pub fn forward<B: Backend>(
     ws: &mut Ws<B>,
     seqs: &mut [SeqRun<'_>],
     tokens: &[u32],
+    layers: Range<usize>,
 ) -> Result<(), EngineError> {
-    let hc = cfg.hyper.map_or(1, |h| h.n_streams);
-    let s = &mut ws.qwen4exp;
-    s.ids.clear();
-    s.ids
-        .extend(tokens.iter().flat_map(|t| std::iter::repeat_n(*t, hc)));
-    be.embed_rows(&w.token_embd, &s.ids, hc, &mut ws.x)?;
+    if layers.start == 0 {
+        let hc = cfg.hyper.map_or(1, |h| h.n_streams);
+        let s = &mut ws.qwen4exp;
+        s.ids.clear();
+        s.ids
+            .extend(tokens.iter().flat_map(|t| std::iter::repeat_n(*t, hc)));
+        be.embed_rows(&w.token_embd, &s.ids, hc, &mut ws.x)?;
+    }
     be.rope_angles(&cfg.rope, &ws.pos, &mut ws.rope_cs);
-    let (mut i_attn, mut i_rec) = (0, 0);
-    for (il, lw) in w.layers.iter().enumerate() {
+    // KV layer and recurrent state indices count the layers of each kind before the range.
+    let mut i_rec = (0..layers.start).filter(|il| cfg.is_recurrent(*il)).count();
+    let mut i_attn = layers.start - i_rec;
+    for il in layers {
+        let lw = &w.layers[il];
         if let (Some(p), Some(table)) = (&lw.ple, &w.ple_table) {
             ple::inject(be, cfg, p, table, seqs, tokens, ws)?;
         }

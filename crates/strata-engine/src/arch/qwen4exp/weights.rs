@@ -132,36 +132,34 @@ pub struct Qwen4ExpWeights {
 }
 
 impl Qwen4ExpWeights {
-    /// The weight matrices a device backend runs, for it to upload at load: the embedding,
-    /// the n-gram table, every layer's projections (hyper-connection gates, DeltaNet or
-    /// attention and its indexer, PLE, router, whole expert tensors, shared expert), the
-    /// final mixer and the LM head. Not the MTP draft layer's: it runs on the CPU.
-    pub fn matrices(&self) -> Vec<&Matrix<'static>> {
-        let mut out = vec![&self.token_embd];
-        out.extend(&self.ple_table);
-        for l in &self.layers {
-            if let Some(p) = &l.ple {
-                out.extend([&p.key, &p.value]);
-            }
-            for hc in [&l.hc_attn, &l.hc_ffn] {
-                out.extend([&hc.down, &hc.up]);
-                out.extend(&hc.inject);
-            }
-            match &l.mixer {
-                Mixer::DeltaNet(m) => out.extend([&m.wqkv, &m.wgate, &m.wbeta, &m.walpha, &m.wout]),
-                Mixer::Attention(m) => {
-                    let a = &m.attn;
-                    out.extend([&a.wq, &a.wk, &a.wv, &a.wo]);
-                    if let Some(ix) = &m.indexer {
-                        out.extend([&ix.wq, &ix.wk]);
-                    }
+    /// Layer `il`'s weight matrices, for a device backend to upload at load: hyper-connection
+    /// gates, DeltaNet or attention and its indexer, router, whole expert tensors, shared
+    /// expert, and on the PLE layer its projections and the n-gram table. (The MTP draft
+    /// layer runs on the CPU.)
+    pub fn layer_matrices(&self, il: usize) -> Vec<&Matrix<'static>> {
+        let l = &self.layers[il];
+        let mut out = Vec::new();
+        if let Some(p) = &l.ple {
+            out.extend(&self.ple_table);
+            out.extend([&p.key, &p.value]);
+        }
+        for hc in [&l.hc_attn, &l.hc_ffn] {
+            out.extend([&hc.down, &hc.up]);
+            out.extend(&hc.inject);
+        }
+        match &l.mixer {
+            Mixer::DeltaNet(m) => out.extend([&m.wqkv, &m.wgate, &m.wbeta, &m.walpha, &m.wout]),
+            Mixer::Attention(m) => {
+                let a = &m.attn;
+                out.extend([&a.wq, &a.wk, &a.wv, &a.wo]);
+                if let Some(ix) = &m.indexer {
+                    out.extend([&ix.wq, &ix.wk]);
                 }
             }
-            let (moe, sh) = (&l.moe, &l.shared);
-            out.extend([&moe.router, &moe.gate.all, &moe.up.all, &moe.down.all]);
-            out.extend([&sh.gate, &sh.up, &sh.down, &sh.gate_inp]);
         }
-        out.extend([&self.output_hc.down, &self.output_hc.up, &self.output]);
+        let (moe, sh) = (&l.moe, &l.shared);
+        out.extend([&moe.router, &moe.gate.all, &moe.up.all, &moe.down.all]);
+        out.extend([&sh.gate, &sh.up, &sh.down, &sh.gate_inp]);
         out
     }
 
