@@ -5,7 +5,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::float_tiles::{FloatTile, Operands};
+use super::super::float_tiles::{Lanes, Operands, RowLanes};
 
 use super::super::hsum_ps;
 use crate::block::f16_to_f32;
@@ -172,98 +172,46 @@ pub(in crate::dot::x86) unsafe fn gemm(
     stride: usize,
 ) -> bool {
     use strata_gguf::GgmlType as T;
-    if n == 0 || !n.is_multiple_of(8) {
+    let Some(job) = Operands::whole::<Kernel>(w, n_rows, x, n, n_tok, out, stride) else {
         return false;
-    }
-    let job = Operands {
-        w,
-        n_rows,
-        x,
-        n,
-        n_tok,
-        out,
-        stride,
     };
     match ty {
-        T::F32 => job.run::<_, Kernel, 2>(F32Row),
-        T::F16 => job.run::<_, Kernel, 2>(F16Row),
-        T::BF16 => job.run::<_, Kernel, 2>(BF16Row),
+        T::F32 => job.run::<Kernel, _, 2>(F32Row),
+        T::F16 => job.run::<Kernel, _, 2>(F16Row),
+        T::BF16 => job.run::<Kernel, _, 2>(BF16Row),
         _ => return false,
     }
     true
 }
 
-/// The tile of [`dot`] on this path.
+/// This path's vectors for the tiles of [`gemm`] (`float_tiles.rs`), as [`dot`] uses them.
 struct Kernel;
 
-/// Elements of a row a tile's accumulators pass over before the next block (1 KiB of f32).
-const K_BLOCK: usize = 256;
-
-impl<W: Row> FloatTile<W> for Kernel {
-    /// [`dot`] of `R` rows × `T` tokens of `n` elements (a multiple of 8): each of its four
-    /// accumulators (every 32-element step's `k`-th vector; the 8-element steps after the last
-    /// whole 32 go to the first) runs over a block of the row in
-    /// turn for all pairs, then the four are reduced as [`dot`] reduces them.
+impl Lanes for Kernel {
+    type V = __m256;
+    const WIDTH: usize = 8;
     #[inline(always)]
-    #[allow(clippy::needless_range_loop)] // indices into several [row][token] arrays at once
-    unsafe fn tile<const R: usize, const T: usize>(
-        rows: &[W; R],
-        toks: &[*const f32; T],
-        n: usize,
-    ) -> [[f32; T]; R] {
-        let whole = n / 32 * 32;
-        let mut chains = [[[_mm256_setzero_ps(); 4]; T]; R];
-        // Blocks of K_BLOCK elements: the tile's slice of every row and token stays in L1 while
-        // the four accumulators pass over it in turn.
-        let mut start = 0;
-        while start < whole {
-            let end = (start + K_BLOCK).min(whole);
-            for k in 0..4 {
-                let mut acc = [[_mm256_setzero_ps(); T]; R];
-                for i in 0..R {
-                    for j in 0..T {
-                        acc[i][j] = chains[i][j][k];
-                    }
-                }
-                let mut at = start + 8 * k;
-                while at < end {
-                    for i in 0..R {
-                        let w = rows[i].load8(at);
-                        for j in 0..T {
-                            acc[i][j] =
-                                _mm256_fmadd_ps(w, _mm256_loadu_ps(toks[j].add(at)), acc[i][j]);
-                        }
-                    }
-                    at += 32;
-                }
-                for i in 0..R {
-                    for j in 0..T {
-                        chains[i][j][k] = acc[i][j];
-                    }
-                }
-            }
-            start = end;
-        }
-        // The 8-element steps after the last whole 32, into the first accumulator.
-        let mut at = whole;
-        while at < n {
-            for i in 0..R {
-                let w = rows[i].load8(at);
-                for j in 0..T {
-                    chains[i][j][0] =
-                        _mm256_fmadd_ps(w, _mm256_loadu_ps(toks[j].add(at)), chains[i][j][0]);
-                }
-            }
-            at += 8;
-        }
-        let mut sums = [[0.0; T]; R];
-        for i in 0..R {
-            for j in 0..T {
-                let a = chains[i][j];
-                let sum = _mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3]));
-                sums[i][j] = hsum_ps(sum);
-            }
-        }
-        sums
+    unsafe fn zero() -> __m256 {
+        _mm256_setzero_ps()
+    }
+    #[inline(always)]
+    unsafe fn fma(a: __m256, b: __m256, c: __m256) -> __m256 {
+        _mm256_fmadd_ps(a, b, c)
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> __m256 {
+        _mm256_loadu_ps(p)
+    }
+    #[inline(always)]
+    unsafe fn reduce(acc: [__m256; 4]) -> f32 {
+        let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+        hsum_ps(sum)
+    }
+}
+
+impl<R: Row> RowLanes<Kernel> for R {
+    #[inline(always)]
+    unsafe fn lanes(&self, i: usize) -> __m256 {
+        self.load8(i)
     }
 }
