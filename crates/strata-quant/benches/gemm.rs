@@ -109,9 +109,10 @@ fn bench_gemm(c: &mut Criterion) {
 /// qwen4exp's expert width), against the few tokens a chunk routes to one expert (512 tokens ×
 /// 10 of 512 experts ≈ 10; Qwen3-30B-A3B's 8 of 128 ≈ 32). Filter with `-- expert`.
 /// Q5_0 is the type of experts whose width is no multiple of 256 (qwen4exp's down
-/// projections at `--type q4_k`, as llama.cpp's quantizer falls back).
+/// projections at `--type q4_k`, as llama.cpp's quantizer falls back); Q6_K that of half the
+/// down projections of a Q4_K_M file.
 fn bench_expert(c: &mut Criterion) {
-    for ty in [GgmlType::Q4_K, GgmlType::Q5_0] {
+    for ty in [GgmlType::Q4_K, GgmlType::Q5_0, GgmlType::Q6_K] {
         bench_expert_type(c, ty);
     }
 }
