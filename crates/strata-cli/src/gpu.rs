@@ -58,10 +58,6 @@ fn offload(
     use strata_vulkan::offload::{default_budget, offload};
     use strata_vulkan::Vulkan;
 
-    let arch = model.config().arch.name();
-    if model.graph().device_matrices().is_none() {
-        return Err(format!("{arch} does not run on the Vulkan backend yet"));
-    }
     let vk = Vulkan::new(device).map_err(|e| format!("no Vulkan device {device} ({e})"))?;
     let info = vk.device().info().clone();
     let budget = budget.unwrap_or_else(|| default_budget(&info));

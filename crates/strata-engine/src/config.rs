@@ -275,9 +275,15 @@ impl ModelConfig {
 
     /// Trunk layers that keep keys and values: all of them, less the recurrent ones.
     pub fn n_attn_layers(&self) -> usize {
-        (0..self.n_layer)
-            .filter(|il| !self.is_recurrent(*il))
-            .count()
+        self.state_slots(self.n_layer).0
+    }
+
+    /// The session slots of layer `il` (`il <= n_layer`): its KV layer if it is an attention
+    /// layer and its recurrent state if it is a recurrent one, i.e. the attention and the
+    /// recurrent layers before it, `(attn, rec)`. A forward starting at `il` counts from here.
+    pub fn state_slots(&self, il: usize) -> (usize, usize) {
+        let rec = (0..il).filter(|l| self.is_recurrent(*l)).count();
+        (il - rec, rec)
     }
 
     /// Layers of a session's KV cache: the trunk's attention layers, then the MTP layers

@@ -48,12 +48,12 @@ fn a_budget_holds_the_last_layers_that_fit_and_nothing_less() {
         }
         cost.push(cost.last().unwrap() + c);
     }
-    for k in 1..=n {
+    for (k, &c) in cost.iter().enumerate().skip(1) {
         // Exactly the cost of k layers holds k; one byte less holds k - 1.
-        let p = plan(graph, cfg, 99, cost[k], n_ctx);
+        let p = plan(graph, cfg, 99, c, n_ctx);
         assert_eq!(p.layers, n - k..n, "budget of {k} layers");
-        assert_eq!(p.weight_bytes + p.kv_bytes, cost[k]);
-        let p = plan(graph, cfg, 99, cost[k] - 1, n_ctx);
+        assert_eq!(p.weight_bytes + p.kv_bytes, c);
+        let p = plan(graph, cfg, 99, c - 1, n_ctx);
         assert_eq!(p.layers, n - (k - 1)..n, "a byte under {k} layers");
         assert_eq!(p.wanted, n);
     }

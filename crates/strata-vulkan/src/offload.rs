@@ -39,8 +39,8 @@ pub struct Offloaded {
 /// mirrors for sessions of `n_ctx` positions; uploads their weights now and runs them there
 /// from now on. `Ok(None)` when not even one layer fits: the model stays on the CPU.
 ///
-/// Errors: the model's architecture has no device graph ([`VkError::Shape`]), an upload
-/// failed (an unsupported type, out of device memory); the model is then unchanged.
+/// Errors: an upload failed (an unsupported type, out of device memory); the model is then
+/// unchanged.
 pub fn offload(
     model: &mut Model,
     vk: Vulkan,
@@ -48,12 +48,6 @@ pub fn offload(
     budget: u64,
     n_ctx: usize,
 ) -> Result<Option<Offloaded>, VkError> {
-    if model.graph().device_matrices().is_none() {
-        return Err(VkError::Shape {
-            op: "offload",
-            what: format!("{} has no device graph", model.config().arch.name()),
-        });
-    }
     let p = plan(model.graph(), model.config(), want, budget, n_ctx);
     if p.is_empty() {
         return Ok(None);

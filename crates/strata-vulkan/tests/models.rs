@@ -79,11 +79,8 @@ fn top(row: &[f32]) -> (usize, f32) {
 fn place(m: &mut Model, dev: &Device, last: Option<usize>) {
     let vk = Vulkan::on(dev);
     let Some(n) = last else {
-        let mats = m
-            .graph()
-            .device_matrices()
-            .expect("a model the device runs");
-        vk.preload(&mats).expect("weights on the device");
+        vk.preload(&m.graph().device_matrices())
+            .expect("weights on the device");
         m.set_device(Box::new(OnDevice::new(vk)));
         return;
     };

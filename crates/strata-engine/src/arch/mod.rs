@@ -157,8 +157,8 @@ impl Graph {
 
     /// The weight matrices of a graph that a device backend runs whole, for it to upload at
     /// load: [`Graph::embedding_matrices`], every layer's [`Graph::layer_matrices`] and
-    /// [`Graph::head_matrices`]. `None` for a graph no device backend runs.
-    pub fn device_matrices(&self) -> Option<Vec<&Matrix<'static>>> {
+    /// [`Graph::head_matrices`].
+    pub fn device_matrices(&self) -> Vec<&Matrix<'static>> {
         let n_layer = match self {
             Graph::Dense(w) => w.layers.len(),
             Graph::Qwen3Next(w) => w.layers.len(),
@@ -167,7 +167,7 @@ impl Graph {
         let mut out = self.embedding_matrices();
         (0..n_layer).for_each(|il| out.extend(self.layer_matrices(il)));
         out.extend(self.head_matrices());
-        Some(out)
+        out
     }
 
     /// The token embedding table (what a forward starting at layer 0 reads).

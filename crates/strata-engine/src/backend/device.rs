@@ -2,8 +2,8 @@
 //!
 //! The model's runner ([`crate::model::Model`]) holds host activations; a device backend
 //! brings its own workspace. With partial offload the CPU runs the first layers and the
-//! device the rest, from the residual rows the CPU hands over. [`OnDevice`] pairs a backend with one and runs the model's
-//! [`Graph`] on it; the runner reaches it through the object-safe [`DeviceRun`], so the
+//! device the rest, from the residual rows the CPU hands over. [`OnDevice`] pairs a backend
+//! with one and runs the model's [`Graph`] on it; the runner reaches it through the object-safe [`DeviceRun`], so the
 //! engine never names a device type (`strata-vulkan` depends on the engine, not the reverse).
 
 use std::ops::Range;

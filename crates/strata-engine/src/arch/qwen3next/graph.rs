@@ -67,9 +67,7 @@ pub fn forward<B: Backend>(
         be.embed(&w.token_embd, cfg.embd_scale, tokens, &mut ws.x)?;
     }
     be.rope_angles(&cfg.rope, &ws.pos, &mut ws.rope_cs);
-    // KV layer and recurrent state indices count the layers of each kind before the range.
-    let mut i_rec = (0..layers.start).filter(|il| cfg.is_recurrent(*il)).count();
-    let mut i_attn = layers.start - i_rec;
+    let (mut i_attn, mut i_rec) = cfg.state_slots(layers.start);
     for lw in &w.layers[layers] {
         be.rms_norm(&ws.x, &lw.attn_norm, cfg.rms_eps, &mut ws.xb);
         match &lw.mixer {

@@ -69,9 +69,7 @@ pub fn forward<B: Backend>(
         be.embed_rows(&w.token_embd, &s.ids, hc, &mut ws.x)?;
     }
     be.rope_angles(&cfg.rope, &ws.pos, &mut ws.rope_cs);
-    // KV layer and recurrent state indices count the layers of each kind before the range.
-    let mut i_rec = (0..layers.start).filter(|il| cfg.is_recurrent(*il)).count();
-    let mut i_attn = layers.start - i_rec;
+    let (mut i_attn, mut i_rec) = cfg.state_slots(layers.start);
     for il in layers {
         let lw = &w.layers[il];
         if let (Some(p), Some(table)) = (&lw.ple, &w.ple_table) {
