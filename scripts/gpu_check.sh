@@ -6,11 +6,11 @@
 # a Vulkan loader or driver is a finding, not a failure (exit 0 with a line saying so).
 #
 # Build here, run there (the GPU machine may have no Rust toolchain):
-#   cargo build --release -p strata-cli --features vulkan     # Debian 12: scripts/test_vulkan.sh cli
+#   cargo build --release -p strata-cli                       # the vulkan feature is on by default
 #   cargo test --release -p strata-vulkan --no-run             # the parity test binaries
 #   scripts/gpu_check.sh                                       # on the GPU machine
 # Environment:
-#   STRATA           the strata binary (default target/release/strata; built with --features vulkan)
+#   STRATA           the strata binary (default target/release/strata, with the default vulkan feature)
 #   TEST_BINS        folder of prebuilt strata-vulkan test binaries (default target/release/deps;
 #                    they are run if found, else `cargo test` if cargo is there)
 #   MODELS_DIR       where the GGUF files are (default ~/.cache/strata/models; missing ones are
@@ -45,7 +45,7 @@ echo "loader: ${loader:-libvulkan.so.1 not found}"
 
 echo "== strata devices"
 if [ ! -x "$strata" ]; then
-  echo "no strata binary at $strata (build it with --features vulkan)"
+  echo "no strata binary at $strata (cargo build --release -p strata-cli)"
   exit 0
 fi
 devices="$("$strata" devices 2>&1)"

@@ -6,16 +6,14 @@
 # qwen3moe-tiny, qwen3next-tiny, qwen4exp-tiny), and one `-ngl 2` run (the last half of
 # qwen4exp-tiny's layers), each timed.
 #
-# Needs the Vulkan loader and lavapipe (Debian: libvulkan1 mesa-vulkan-drivers) and a shaderc
-# library for build.rs (libshaderc-dev; without it the shaderc crate builds shaderc from
-# source, which needs cmake and takes minutes). .ci/run installs the three packages.
+# Needs the Vulkan loader and lavapipe (Debian: libvulkan1 mesa-vulkan-drivers), which .ci/run
+# installs; the shaders' compiler (glslang) is built from source by cargo.
 # With CI=true a missing Vulkan device fails the tests instead of skipping them.
 #
 #   scripts/test_vulkan.sh          both parts
 #   scripts/test_vulkan.sh tests    the crate's build and tests only
-#   scripts/test_vulkan.sh cli      the `strata` build with `--features vulkan` only (switching
-#                                   that feature recompiles strata-cli, ~30 s each way, so
-#                                   .ci/run does this last)
+#   scripts/test_vulkan.sh cli      the `strata` runs on the device only (the `vulkan`
+#                                   feature is on by default: the same build as README's)
 set -euo pipefail
 part="${1:-all}"
 case "$part" in
@@ -26,26 +24,6 @@ cd "$(dirname "$0")/.."
 
 target="${CARGO_TARGET_DIR:-target}"
 case "$target" in /*) ;; *) target="$PWD/$target" ;; esac
-
-# Debian 12's libshaderc.so leaves glslang's symbols undefined (glslang ships as static
-# archives only), so linking shaderc-sys against it fails. A linker script named
-# libshaderc.so that links the static archives instead, given to shaderc-sys through
-# SHADERC_LIB_DIR, fixes that without building shaderc. (grep -c, not -q: under pipefail an
-# early exit of grep would fail the pipeline with nm's SIGPIPE.)
-lib="/usr/lib/$(uname -m)-linux-gnu"
-if [ -z "${SHADERC_LIB_DIR:-}" ] && [ -f "$lib/libshaderc.so" ] && [ -f "$lib/libglslang.a" ] &&
-  nm -D --undefined-only "$lib/libshaderc.so" 2>/dev/null | grep -c '_ZN7glslang' >/dev/null; then
-  dir="$target/shaderc-link"
-  mkdir -p "$dir"
-  archives=""
-  for a in shaderc_combined glslang MachineIndependent GenericCodeGen OSDependent OGLCompiler \
-    SPIRV SPIRV-Tools-opt SPIRV-Tools glslang-default-resource-limits; do
-    if [ -f "$lib/lib$a.a" ]; then archives="$archives $lib/lib$a.a"; fi
-  done
-  printf 'GROUP (%s -lstdc++ )\n' "$archives" >"$dir/libshaderc.so"
-  export SHADERC_LIB_DIR="$dir"
-  echo "shaderc: $lib/libshaderc.so lacks glslang; linking its static archives ($dir/libshaderc.so)"
-fi
 
 icd="/usr/share/vulkan/icd.d/lvp_icd.$(uname -m).json"
 if [ -z "${VK_ICD_FILENAMES:-}" ] && [ -f "$icd" ]; then
@@ -66,10 +44,10 @@ if [ "$part" = all ] || [ "$part" = tests ]; then
 fi
 if [ "$part" = all ] || [ "$part" = cli ]; then
   t0=$(secs)
-  cargo build --release --locked -p strata-cli --features vulkan
+  cargo build --release --locked -p strata-cli
   t1=$(secs)
   "$target/release/strata" devices
-  took "$t0" "$t1" "building strata with --features vulkan"
+  took "$t0" "$t1" "building strata"
   smol="${STRATA_MODELS_DIR:-$HOME/.cache/strata/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
   if [ ! -f "$smol" ] && [ "${CI:-}" = true ]; then
     echo "vulkan: $smol is missing (CI=true)" >&2

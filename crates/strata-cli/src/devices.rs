@@ -28,7 +28,7 @@ fn lines() -> Vec<String> {
 #[cfg(not(feature = "vulkan"))]
 fn lines() -> Vec<String> {
     vec![
-        "this build has no GPU backend (rebuild with `--features vulkan` for Vulkan devices)"
+        "this build has no GPU backend (built without the `vulkan` feature, which is on by default)"
             .into(),
     ]
 }

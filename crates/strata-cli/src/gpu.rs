@@ -102,5 +102,5 @@ fn offload(
 
 #[cfg(not(feature = "vulkan"))]
 fn offload(_: &mut Model, _: usize, _: Option<u64>, _: usize, _: usize) -> Result<(), String> {
-    Err("this build has no GPU backend (rebuild with `--features vulkan`), -ngl ignored".into())
+    Err("this build has no GPU backend (built without the `vulkan` feature), -ngl ignored".into())
 }

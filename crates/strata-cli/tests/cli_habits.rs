@@ -117,10 +117,10 @@ fn llama_cpp_flags_are_accepted_or_pointed_elsewhere() {
     ]);
     assert_paris(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    // Without the `vulkan` feature (or a device) one line says so; with them the model runs
-    // on the GPU and still answers.
+    // Without the `vulkan` feature, a Vulkan loader or a device one line says so and the CPU
+    // runs it; with them the model runs on the GPU and still answers.
     assert!(
-        stderr.contains("-ngl ignored") || stderr.contains("offloaded"),
+        stderr.contains("running on the CPU") || stderr.contains("offloaded"),
         "{stderr}"
     );
     assert_paris(&run_strata(&[
@@ -244,7 +244,7 @@ fn devices_prints_adapters_or_one_line_and_succeeds() {
     assert!(!stdout.trim().is_empty(), "{}", text(&out));
     if !cfg!(feature = "vulkan") {
         assert_eq!(stdout.lines().count(), 1, "{stdout}");
-        assert!(stdout.contains("--features vulkan"), "{stdout}");
+        assert!(stdout.contains("`vulkan` feature"), "{stdout}");
     }
     // No driver: one line, still exit 0.
     let out = Command::new(env!("CARGO_BIN_EXE_strata"))
