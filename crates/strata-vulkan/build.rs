@@ -6,7 +6,8 @@
 //!
 //! Variants: `mul_mat_vec.comp` once per weight type (`TYPE_Q4_0`, …) and reduction
 //! (`USE_SUBGROUP` or shared memory), `get_rows.comp` once per weight type, every other
-//! `*.comp` once. `#include "x.glsl"` reads `shaders/x.glsl`, else `$OUT_DIR/x.glsl`. A
+//! `*.comp` once, the attention kernels and `kv_store` also with `KV_F16` (`{stem}_f16`).
+//! `#include "x.glsl"` reads `shaders/x.glsl`, else `$OUT_DIR/x.glsl`. A
 //! compile error fails the build with glslang's message.
 //!
 //! The i-quants' grid, sign and level tables are written to `$OUT_DIR/iq_tables.bin` (uploaded
@@ -74,6 +75,10 @@ const PLAIN: &[&str] = &[
     "attention_sparse",
 ];
 
+/// Kernels over a KV cache, compiled a second time with `KV_F16` (an f16 cache:
+/// `kv_cache.glsl`) as `{stem}_f16`.
+const KV_F16: &[&str] = &["attention", "attention_sparse", "kv_store"];
+
 fn main() {
     let dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
         .join("shaders");
@@ -106,6 +111,10 @@ fn main() {
     for stem in PLAIN {
         compile(compiler, &dir, stem, &[], stem, &out, &mut index);
     }
+    for stem in KV_F16 {
+        let name = format!("{stem}_f16");
+        compile(compiler, &dir, stem, &["KV_F16"], &name, &out, &mut index);
+    }
     fs::write(out.join("spirv.rs"), index).expect("write spirv.rs");
 }
 
@@ -124,8 +133,7 @@ fn compile(
     use glslang::{CompilerOptions, ShaderInput, ShaderSource, ShaderStage, SpirvVersion, Target};
     let path = dir.join(format!("{stem}.comp"));
     let source = expand_includes(&path, dir, out, 0);
-    let source = ShaderSource::try_from(source)
-        .unwrap_or_else(|e| panic!("shader {name} ({}): {e}", path.display()));
+    let source = ShaderSource::from(source);
     let options = CompilerOptions {
         target: Target::Vulkan {
             version: glslang::VulkanVersion::Vulkan1_1,

@@ -13,22 +13,22 @@
 //! line says what went where; when nothing fits, or there is no loader or device, one line
 //! says so and the CPU runs the model.
 
-use strata_engine::Model;
+use strata_engine::{KvType, Model};
 
 /// Places `model` on the GPU as `-ngl gpu_layers --vram-budget budget --device device` asks,
-/// for sessions of `n_ctx` positions (see the module docs).
+/// for sessions of `n_ctx` positions with `kv` caches (see the module docs).
 pub fn place(
     model: &mut Model,
     gpu_layers: Option<i64>,
     budget: Option<u64>,
     device: usize,
-    n_ctx: usize,
+    ctx: (usize, KvType),
 ) {
     let Some(n) = gpu_layers.filter(|n| *n != 0) else {
         return;
     };
     let want = usize::try_from(n).unwrap_or(usize::MAX);
-    if let Err(why) = offload(model, want, budget, device, n_ctx) {
+    if let Err(why) = offload(model, want, budget, device, ctx) {
         eprintln!("notice: {why}; running on the CPU");
     }
 }
@@ -53,7 +53,7 @@ fn offload(
     want: usize,
     budget: Option<u64>,
     device: usize,
-    n_ctx: usize,
+    (n_ctx, kv): (usize, KvType),
 ) -> Result<(), String> {
     use strata_vulkan::offload::{default_budget, offload};
     use strata_vulkan::Vulkan;
@@ -62,7 +62,7 @@ fn offload(
     let info = vk.device().info().clone();
     let budget = budget.unwrap_or_else(|| default_budget(&info));
     let n_layer = model.config().n_layer;
-    let done = offload(model, vk, want, budget, n_ctx)
+    let done = offload(model, vk, want, budget, (n_ctx, kv))
         .map_err(|e| format!("the weights could not be placed on the Vulkan device: {e}"))?
         .ok_or_else(|| {
             format!(
@@ -101,6 +101,12 @@ fn offload(
 }
 
 #[cfg(not(feature = "vulkan"))]
-fn offload(_: &mut Model, _: usize, _: Option<u64>, _: usize, _: usize) -> Result<(), String> {
+fn offload(
+    _: &mut Model,
+    _: usize,
+    _: Option<u64>,
+    _: usize,
+    _: (usize, KvType),
+) -> Result<(), String> {
     Err("this build has no GPU backend (built without the `vulkan` feature), -ngl ignored".into())
 }

@@ -334,7 +334,7 @@ pub fn load_model(
         args.gpu_layers,
         args.vram_budget,
         args.device,
-        n_ctx,
+        (n_ctx, args.kv),
     );
     let c = model.config();
     memory::check_session(c, memory::resolve_ctx(args.ctx, c), args.kv, args.ubatch)?;

@@ -5,7 +5,8 @@
 //! first layers. Offloading every layer also puts the embedding on the device. [`plan`]
 //! places layers from the last one backwards while their cost fits the budget. A layer's
 //! cost is the bytes of its weight matrices plus, for an attention layer, its device KV
-//! mirror at the session's full context (f32 keys and values: `2·n_ctx·kv_row·4` bytes);
+//! mirror at the session's full context (keys and values in the session cache's type:
+//! `2·n_ctx·kv_row·2` bytes for f16, `·4` for f32);
 //! layer 0 also carries the embedding. A matrix read by two parts (a tied embedding and LM
 //! head) is counted once. Norm vectors (a few KiB a layer) are not counted.
 
@@ -14,6 +15,7 @@ use std::ops::Range;
 
 use crate::arch::Graph;
 use crate::config::ModelConfig;
+use crate::kv_cache::KvType;
 use crate::ops::linear::Matrix;
 
 /// What [`plan`] placed.
@@ -55,14 +57,26 @@ impl Plan {
     }
 }
 
-/// Bytes of a device KV mirror of one attention layer at `n_ctx` positions.
-pub fn kv_layer_bytes(cfg: &ModelConfig, n_ctx: usize) -> u64 {
-    2 * n_ctx as u64 * cfg.kv_row() as u64 * 4
+/// Bytes of a device KV mirror of one attention layer at `n_ctx` positions of a session
+/// whose cache is `kv` (the device mirrors an f16 cache as f16, an f32 one as f32).
+pub fn kv_layer_bytes(cfg: &ModelConfig, n_ctx: usize, kv: KvType) -> u64 {
+    let elem = match kv {
+        KvType::F16 => 2,
+        KvType::F32 => 4,
+    };
+    2 * n_ctx as u64 * cfg.kv_row() as u64 * elem
 }
 
 /// Places up to `want` layers (≥ the layer count: all of them) of `graph` on a device that
-/// may take `budget` bytes, for sessions of `n_ctx` positions (see the module docs).
-pub fn plan(graph: &Graph, cfg: &ModelConfig, want: usize, budget: u64, n_ctx: usize) -> Plan {
+/// may take `budget` bytes, for sessions of `n_ctx` positions with `kv` caches (see the
+/// module docs).
+pub fn plan(
+    graph: &Graph,
+    cfg: &ModelConfig,
+    want: usize,
+    budget: u64,
+    (n_ctx, kv): (usize, KvType),
+) -> Plan {
     let n_layer = cfg.n_layer;
     let wanted = want.min(n_layer);
     let mut seen = HashSet::new();
@@ -84,7 +98,7 @@ pub fn plan(graph: &Graph, cfg: &ModelConfig, want: usize, budget: u64, n_ctx: u
         let kv = if cfg.is_recurrent(il) {
             0
         } else {
-            kv_layer_bytes(cfg, n_ctx)
+            kv_layer_bytes(cfg, n_ctx, kv)
         };
         if weight_bytes + kv_bytes + w + kv > budget {
             break;

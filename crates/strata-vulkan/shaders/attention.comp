@@ -5,7 +5,7 @@
 // chunk into the running maximum and sum (all of them, redundantly, from shared memory) and
 // into the output dimensions it owns (d = tid, tid + WG, …). GQA: query head h reads key/value
 // head h / (n_head / n_kv_head). A sliding window keeps keys at positions > pos − window.
-// The cache is [position][n_kv_head · head_dim] f32; q and out are the run's [T][n_head ·
+// The cache is [position][n_kv_head · head_dim], f32 or f16 (KV_F16, kv_cache.glsl); q and out are the run's [T][n_head ·
 // head_dim] buffers, this sequence's rows starting at row0. With round_q ≠ 0 the queries are
 // rounded to f16 first, as the CPU does over an f16 cache (llama.cpp's flash attention).
 layout(constant_id = 0) const uint WG = 32;
@@ -22,8 +22,7 @@ layout(push_constant) uniform Params {
     uint round_q;
 } p;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
-layout(std430, binding = 1) readonly buffer K { float kc[]; };
-layout(std430, binding = 2) readonly buffer V { float vc[]; };
+#include "kv_cache.glsl"
 layout(std430, binding = 3) writeonly buffer O { float o[]; };
 
 // head_dim ≤ MAX_HD (checked by the host); WG ≥ 32, so an invocation owns ≤ 8 dimensions.
@@ -64,7 +63,7 @@ void main() {
             const uint kb = j * kv_row + kv_off;
             float d = 0.0;
             for (uint i = 0; i < hd; i++) {
-                d += qs[i] * kc[kb + i];
+                d += qs[i] * k_at(kb + i);
             }
             s = d * p.scale;
         }
@@ -87,7 +86,7 @@ void main() {
             for (uint r = 0; r < PER; r++) {
                 const uint d = tid + r * WG;
                 if (d < hd) {
-                    acc[r] += w * vc[vb + d];
+                    acc[r] += w * v_at(vb + d);
                 }
             }
         }

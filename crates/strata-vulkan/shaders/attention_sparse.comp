@@ -3,7 +3,7 @@
 // kept tokens, qwen4exp), with the online softmax of attention.comp. idx holds, for query t
 // of this sequence, idx[2t] = the offset in idx of its positions and idx[2t + 1] = their
 // count; a query with none is left as it is (a dense query, written by attention.comp).
-// The queries are not rounded to f16 over an f16 cache: strata-engine's sparse path
+// The cache is f32 or f16 (KV_F16, kv_cache.glsl). The queries are not rounded to f16 over an f16 cache: strata-engine's sparse path
 // (`ops::qsa`, `attend_positions`) converts the cached rows to f32 and keeps q as it is.
 layout(constant_id = 0) const uint WG = 32;
 layout(local_size_x_id = 0) in;
@@ -16,8 +16,7 @@ layout(push_constant) uniform Params {
     float scale;
 } p;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
-layout(std430, binding = 1) readonly buffer K { float kc[]; };
-layout(std430, binding = 2) readonly buffer V { float vc[]; };
+#include "kv_cache.glsl"
 layout(std430, binding = 3) buffer O { float o[]; };
 layout(std430, binding = 4) readonly buffer Idx { uint idx[]; };
 
@@ -59,7 +58,7 @@ void main() {
             const uint kb = idx[off + j] * kv_row + kv_off;
             float d = 0.0;
             for (uint i = 0; i < hd; i++) {
-                d += qs[i] * kc[kb + i];
+                d += qs[i] * k_at(kb + i);
             }
             s = d * p.scale;
         }
@@ -82,7 +81,7 @@ void main() {
             for (uint r = 0; r < PER; r++) {
                 const uint d = tid + r * WG;
                 if (d < hd) {
-                    acc[r] += w * vc[vb + d];
+                    acc[r] += w * v_at(vb + d);
                 }
             }
         }

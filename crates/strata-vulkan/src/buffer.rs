@@ -50,14 +50,24 @@ impl Buffer {
             });
         }
         let raw_dev = &dev.ctx.raw;
-        let info = vk::BufferCreateInfo::default()
-            .size(size)
-            .usage(
-                vk::BufferUsageFlags::STORAGE_BUFFER
-                    | vk::BufferUsageFlags::TRANSFER_SRC
-                    | vk::BufferUsageFlags::TRANSFER_DST,
-            )
-            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        let info = vk::BufferCreateInfo::default().size(size).usage(
+            vk::BufferUsageFlags::STORAGE_BUFFER
+                | vk::BufferUsageFlags::TRANSFER_SRC
+                | vk::BufferUsageFlags::TRANSFER_DST,
+        );
+        // With a transfer queue beside the compute queue, buffers are shared by both
+        // families (uploads on one, kernels on the other) without ownership transfers.
+        let families = dev
+            .ctx
+            .transfer
+            .as_ref()
+            .map(|(_, tf)| [dev.ctx.compute_family, *tf]);
+        let info = match &families {
+            Some(f) => info
+                .sharing_mode(vk::SharingMode::CONCURRENT)
+                .queue_family_indices(f),
+            None => info.sharing_mode(vk::SharingMode::EXCLUSIVE),
+        };
         // SAFETY: `raw_dev` is live; `info` outlives the call.
         let raw = unsafe { raw_dev.create_buffer(&info, None) }.check("vkCreateBuffer")?;
         // SAFETY: `raw` was just created on this device.

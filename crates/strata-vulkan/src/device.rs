@@ -23,8 +23,9 @@ pub(crate) struct Ctx {
     /// Queue handles need external synchronisation for submission.
     pub(crate) compute: Mutex<vk::Queue>,
     pub(crate) compute_family: u32,
-    /// A dedicated transfer (DMA) queue and its family, where the device has one. Created now
-    /// for the uploads that will overlap compute; copies run on the compute queue for now.
+    /// A dedicated transfer (DMA) queue and its family, where the device has one: streamed
+    /// uploads (`crate::upload`, weights at load) run on it, and every buffer is then shared
+    /// by both families (`Buffer::new`).
     pub(crate) transfer: Option<(Mutex<vk::Queue>, u32)>,
     // Declared last: dropped after `raw` is destroyed in `Drop`.
     _instance: Arc<Instance>,

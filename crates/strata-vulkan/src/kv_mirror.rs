@@ -6,12 +6,14 @@
 //! every restore or copy), valid for the positions it wrote under that id. A mirror that is
 //! behind (a restored or new session continuing at a later position) is filled from the host
 //! first; a truncated session simply overwrites its positions again. Mirrors not used for a
-//! while are dropped (least recently used beyond [`MAX_MIRRORS`]).
+//! while are dropped (least recently used beyond [`MAX_MIRRORS`]). A mirror of an f16 host
+//! cache holds f16 values (half the memory of f32: [`KvFormat::of`]).
 
 use std::collections::HashMap;
 
 use strata_engine::kv_cache::{KvRows, LayerKv};
 
+use crate::attention::KvFormat;
 use crate::buffer::{Buffer, Location};
 use crate::device::Device;
 use crate::error::VkError;
@@ -24,10 +26,11 @@ pub const MAX_MIRRORS: usize = 1024;
 /// Positions a mirror grows by.
 const GROW: usize = 256;
 
-/// One layer's keys and values on the device, `[capacity][row]` f32 each.
+/// One layer's keys and values on the device, `[capacity][row]` each, in format `format`.
 pub struct Mirror {
     pub k: Buffer,
     pub v: Buffer,
+    pub format: KvFormat,
     capacity: usize,
     /// Positions `0..valid` equal the host's.
     pub valid: usize,
@@ -59,13 +62,19 @@ impl Mirrors {
             self.evict();
         }
         let row = host.row_len();
+        let format = KvFormat::of(host.is_f16(), row);
+        let bytes = |positions: usize| (positions * row * format.elem_bytes()) as u64;
         let need = end.div_ceil(GROW).max(1) * GROW;
         let m = match self.by_id.remove(&id) {
             Some(m) if m.capacity >= need => m,
-            Some(old) => grow(dev, old, need, row)?,
+            Some(old) => {
+                let used = bytes(old.valid);
+                grow(dev, old, need, bytes(need), used)?
+            }
             None => Mirror {
-                k: Buffer::new(dev, (need * row * 4) as u64, Location::Device)?,
-                v: Buffer::new(dev, (need * row * 4) as u64, Location::Device)?,
+                k: Buffer::new(dev, bytes(need), Location::Device)?,
+                v: Buffer::new(dev, bytes(need), Location::Device)?,
+                format,
                 capacity: need,
                 valid: 0,
                 last_use: 0,
@@ -77,10 +86,11 @@ impl Mirrors {
             m.valid = pos0;
         }
         if m.valid < pos0 {
-            let (k, v) = host_rows(host, m.valid, pos0);
+            let (k, v) = host_rows(host, m.valid, pos0, format);
+            let at = bytes(m.valid);
             let mut rec = Recorder::new(dev)?;
-            write_at(&mut rec, &m.k, m.valid * row, &k)?;
-            write_at(&mut rec, &m.v, m.valid * row, &v)?;
+            transfer::write_at(&mut rec, &m.k, at, &k)?;
+            transfer::write_at(&mut rec, &m.v, at, &v)?;
             rec.submit()?;
             m.valid = pos0;
         }
@@ -107,17 +117,17 @@ impl Mirrors {
     }
 }
 
-/// `old` moved into buffers of `need` positions (its valid rows copied).
-fn grow(dev: &Device, old: Mirror, need: usize, row: usize) -> Result<Mirror, VkError> {
-    let bytes = (need * row * 4) as u64;
+/// `old` moved into buffers of `need` positions (`bytes` each; its valid rows, `used`
+/// bytes, copied).
+fn grow(dev: &Device, old: Mirror, need: usize, bytes: u64, used: u64) -> Result<Mirror, VkError> {
     let m = Mirror {
         k: Buffer::new(dev, bytes, Location::Device)?,
         v: Buffer::new(dev, bytes, Location::Device)?,
+        format: old.format,
         capacity: need,
         valid: old.valid,
         last_use: old.last_use,
     };
-    let used = (old.valid * row * 4) as u64;
     let mut rec = Recorder::new(dev)?;
     rec.copy(&old.k, &m.k, used)?;
     rec.copy(&old.v, &m.v, used)?;
@@ -126,28 +136,24 @@ fn grow(dev: &Device, old: Mirror, need: usize, row: usize) -> Result<Mirror, Vk
     Ok(m)
 }
 
-/// Host rows `from..to` of keys and values as f32 (`[to − from][row]` each).
-fn host_rows(host: &LayerKv, from: usize, to: usize) -> (Vec<f32>, Vec<f32>) {
-    let read = |rows: KvRows<'_>| -> Vec<f32> {
-        let mut out = Vec::with_capacity((to - from) * host.row_len());
+/// Host rows `from..to` of keys and values as the bytes of a mirror in `format`
+/// (`[to − from][row]` elements each, little-endian): an f16 host cache's values as they are
+/// for [`KvFormat::F16`], else as f32.
+fn host_rows(host: &LayerKv, from: usize, to: usize, format: KvFormat) -> (Vec<u8>, Vec<u8>) {
+    let read = |rows: KvRows<'_>| -> Vec<u8> {
+        let mut out = Vec::with_capacity((to - from) * host.row_len() * format.elem_bytes());
         for pos in from..to {
-            match rows {
-                KvRows::F32(p) => out.extend_from_slice(p.row(pos)),
-                KvRows::F16(p) => out.extend(p.row(pos).iter().map(|h| h.to_f32())),
+            match (rows, format) {
+                (KvRows::F32(p), _) => out.extend(p.row(pos).iter().flat_map(|x| x.to_le_bytes())),
+                (KvRows::F16(p), KvFormat::F16) => {
+                    out.extend(p.row(pos).iter().flat_map(|h| h.to_bits().to_le_bytes()))
+                }
+                (KvRows::F16(p), _) => {
+                    out.extend(p.row(pos).iter().flat_map(|h| h.to_f32().to_le_bytes()))
+                }
             }
         }
         out
     };
     (read(host.k_rows()), read(host.v_rows()))
-}
-
-/// Records a write of `data` at element `at` of `dst`.
-fn write_at<'a>(
-    rec: &mut Recorder<'a>,
-    dst: &'a Buffer,
-    at: usize,
-    data: &[f32],
-) -> Result<(), VkError> {
-    let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
-    transfer::write_at(rec, dst, (at * 4) as u64, &bytes)
 }

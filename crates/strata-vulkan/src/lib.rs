@@ -53,9 +53,10 @@ mod recurrent;
 mod shaders;
 mod sparse_attention;
 pub mod transfer;
+pub mod upload;
 
 pub use adapter::{AdapterInfo, AdapterKind};
-pub use attention::{AttnDims, MAX_HEAD_DIM};
+pub use attention::{AttnDims, KvFormat, MAX_HEAD_DIM};
 pub use backend::{VkBuf, VkMem, Vulkan};
 pub use buffer::{Buffer, Location};
 pub use device::Device;

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use strata_engine::backend::OnDevice;
 use strata_engine::offload::{plan, Plan};
-use strata_engine::Model;
+use strata_engine::{KvType, Model};
 
 use crate::adapter::AdapterInfo;
 use crate::error::VkError;
@@ -36,7 +36,7 @@ pub struct Offloaded {
 
 /// Places up to `want` of `model`'s last layers (≥ the layer count: all, with the
 /// embedding), its output norm and LM head on `vk`, within `budget` bytes of weights and KV
-/// mirrors for sessions of `n_ctx` positions; uploads their weights now and runs them there
+/// mirrors for sessions of `n_ctx` positions with `kv` caches; uploads their weights now and runs them there
 /// from now on. `Ok(None)` when not even one layer fits: the model stays on the CPU.
 ///
 /// Errors: an upload failed (an unsupported type, out of device memory); the model is then
@@ -46,9 +46,9 @@ pub fn offload(
     vk: Vulkan,
     want: usize,
     budget: u64,
-    n_ctx: usize,
+    ctx: (usize, KvType),
 ) -> Result<Option<Offloaded>, VkError> {
-    let p = plan(model.graph(), model.config(), want, budget, n_ctx);
+    let p = plan(model.graph(), model.config(), want, budget, ctx);
     if p.is_empty() {
         return Ok(None);
     }

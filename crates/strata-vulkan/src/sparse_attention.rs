@@ -5,7 +5,7 @@
 //! query, exactly the CPU's choice. The attention over them runs here, on the device KV
 //! mirror.
 
-use crate::attention::MAX_HEAD_DIM;
+use crate::attention::{check_cache, KvFormat, MAX_HEAD_DIM};
 use crate::buffer::Buffer;
 use crate::error::VkError;
 use crate::kernels::{check_f32, push, u32_of, Kernels};
@@ -25,6 +25,8 @@ pub struct SparseDims {
     pub scale: f32,
     /// Positions in the caches (every listed position is below it).
     pub n_pos: usize,
+    /// The caches' format (the queries are not rounded: see `attention_sparse.comp`).
+    pub kv: KvFormat,
 }
 
 /// The position lists of [`Kernels::attention_sparse`] as one `u32` buffer: for query `t`,
@@ -43,7 +45,7 @@ pub fn position_lists(lists: &[Vec<usize>]) -> Vec<u32> {
 impl Kernels {
     /// `out` rows `row0..row0 + n_t` (`[T][n_head·head_dim]`) = attention of the same rows
     /// of `q` over the positions that `idx` ([`position_lists`]) lists for each, in the
-    /// caches `k_cache`, `v_cache` (`[positions][n_kv_head·head_dim]` f32). Rows with no
+    /// caches `k_cache`, `v_cache` (`[positions][n_kv_head·head_dim]` in format `d.kv`). Rows with no
     /// positions are not written.
     ///
     /// Errors: [`VkError::Shape`] for a head dimension over [`MAX_HEAD_DIM`], heads that do
@@ -75,19 +77,17 @@ impl Kernels {
         let kv = d.n_pos * d.n_kv_head * d.head_dim;
         check_f32("attention_sparse", "q", q, (d.row0 + d.n_t) * row)?;
         check_f32("attention_sparse", "out", out, (d.row0 + d.n_t) * row)?;
-        check_f32("attention_sparse", "k_cache", k_cache, kv)?;
-        check_f32("attention_sparse", "v_cache", v_cache, kv)?;
+        check_cache("attention_sparse", "k_cache", k_cache, kv, d.kv)?;
+        check_cache("attention_sparse", "v_cache", v_cache, kv, d.kv)?;
         check_f32("attention_sparse", "idx", idx, 2 * d.n_t)?;
         if d.n_t == 0 || d.n_head == 0 {
             return Ok(());
         }
-        let p = self.pipeline(
-            "attention_sparse",
-            shaders::ATTENTION_SPARSE,
-            5,
-            24,
-            &[self.wg],
-        )?;
+        let (name, spirv) = match d.kv {
+            KvFormat::F16 => ("attention_sparse_f16", shaders::ATTENTION_SPARSE_F16),
+            _ => ("attention_sparse", shaders::ATTENTION_SPARSE),
+        };
+        let p = self.pipeline(name, spirv, 5, 24, &[self.wg])?;
         let args = push(&[
             u32_of("attention_sparse", d.n_t)?,
             u32_of("attention_sparse", d.row0)?,

@@ -47,16 +47,13 @@ pub fn write_at<'a>(
 }
 
 /// A new device-local buffer holding `bytes` (padded with zeros to whole words); waits for
-/// the copy.
+/// the copy. Large uploads stream through bounded staging memory on the transfer queue where
+/// the device has one ([`crate::upload`]).
 ///
 /// Errors: allocation and submission errors.
 pub fn upload(dev: &Device, bytes: &[u8]) -> Result<Buffer, VkError> {
     let buf = Buffer::new(dev, bytes.len() as u64, Location::Device)?;
-    {
-        let mut rec = Recorder::new(dev)?;
-        write(&mut rec, &buf, bytes)?;
-        rec.submit()?;
-    }
+    crate::upload::stream(dev, &buf, bytes, crate::upload::PIECE)?;
     Ok(buf)
 }
 

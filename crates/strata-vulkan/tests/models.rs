@@ -85,7 +85,7 @@ fn place(m: &mut Model, dev: &Device, last: Option<usize>) {
         return;
     };
     let n_layer = m.config().n_layer;
-    let done = offload(m, vk, n, u64::MAX, 256)
+    let done = offload(m, vk, n, u64::MAX, (256, KvType::F16))
         .expect("weights on the device")
         .expect("layers placed");
     assert_eq!(done.plan.layers, n_layer - n..n_layer);
@@ -488,18 +488,20 @@ fn vram_budget_places_only_the_layers_it_holds() {
     let n_ctx = 128;
     // What every layer count costs: the plan with no limit on the last k layers.
     let cost = |m: &Model, k: usize| {
-        let p = strata_engine::offload::plan(m.graph(), m.config(), k, u64::MAX, n_ctx);
+        let p =
+            strata_engine::offload::plan(m.graph(), m.config(), k, u64::MAX, (n_ctx, KvType::F16));
         p.weight_bytes + p.kv_bytes
     };
     let (one, two, three) = (cost(&m, 1), cost(&m, 2), cost(&m, 3));
     assert!(one < two && two < three, "{one} {two} {three}");
 
-    let none = offload(&mut m, Vulkan::on(&dev), 99, one - 1, n_ctx).expect("offload");
+    let none =
+        offload(&mut m, Vulkan::on(&dev), 99, one - 1, (n_ctx, KvType::F16)).expect("offload");
     assert!(none.is_none(), "nothing fits under {} bytes", one - 1);
     assert!(m.device().is_none() && m.device_layers().is_empty());
 
     let budget = (two + three) / 2;
-    let done = offload(&mut m, Vulkan::on(&dev), 99, budget, n_ctx)
+    let done = offload(&mut m, Vulkan::on(&dev), 99, budget, (n_ctx, KvType::F16))
         .expect("offload")
         .expect("two layers fit");
     assert_eq!(done.plan.layers, n_layer - 2..n_layer);

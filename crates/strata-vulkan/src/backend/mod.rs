@@ -259,9 +259,9 @@ impl Vulkan {
             head_dim: shape.head_dim,
             scale: shape.scale,
             window: shape.window.unwrap_or(0),
-            round_q_f16: host.is_f16(),
+            kv: m.format,
         };
-        let round = host.is_f16();
+        let format = m.format;
         let (kc, vc) = (&m.k, &m.v);
         self.submit(|r| {
             self.k.kv_store(
@@ -270,7 +270,7 @@ impl Vulkan {
                 (kc, vc),
                 row,
                 (s.rows.start, s.pos0, n_t),
-                round,
+                format,
             )?;
             self.k.attention(r, &dims, qb, kc, vc, out)?;
             match sparse {
@@ -284,6 +284,7 @@ impl Vulkan {
                         head_dim: shape.head_dim,
                         scale: shape.scale,
                         n_pos: s.pos0 + n_t,
+                        kv: format,
                     };
                     self.k.attention_sparse(r, &sd, qb, (kc, vc), idx, out)
                 }
