@@ -8,11 +8,13 @@ use std::marker::PhantomData;
 
 use super::super::tile::{run, Job, Tile};
 use crate::dot::x86::avx2::k_quants::{q6_k_quants, q6_k_scale_pair, AffineK};
+use crate::dot::x86::avx2::lattice::{even_signs, points32, u32_at};
 use crate::dot::x86::avx2::legacy::{Affine, Signed};
 use crate::dot::x86::avx2::q4_k;
 use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps, hsum_ps128, load32, nibbles32, IntDot};
+use crate::iq3::BlockIQ3_XXS;
 use crate::iq4::BlockIQ4_XS;
-use crate::iq_tables::KVALUES_IQ4NL;
+use crate::iq_tables::{IQ3XXS_GRID, KVALUES_IQ4NL};
 use crate::k_quants::{scales_mins_k4, BlockQ4_K, BlockQ5_K, BlockQ6_K};
 use crate::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 use crate::q8_k::BlockQ8_K;
@@ -37,6 +39,7 @@ pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
         T::Q5_K => run::<AffineKTile<BlockQ5_K, M>, 4, 4>(job),
         T::Q6_K => run::<Q6K<M>, 4, 4>(job),
         T::IQ4_XS => run::<IQ4XS<M>, 4, 4>(job),
+        T::IQ3_XXS => run::<IQ3XXS<M>, 2, 4>(job),
         _ => false,
     }
 }
@@ -299,6 +302,71 @@ impl<M: IntDot> Tile for IQ4XS<M> {
     #[inline(always)]
     unsafe fn finish(acc: [__m256; 2], _: &[BlockIQ4_XS], _: &[BlockQ8_K]) -> f32 {
         hsum_ps(acc[0])
+    }
+}
+
+/// IQ3_XXS against Q8_K (`dot/x86/avx2/iq3.rs`): one block per step, one chain. The lattice
+/// points (a table gather) and the sign and scale decode are done once per row; a token costs
+/// its sign flips, `vpmaddubsw` and the scaled i16 multiply-add of each 32 elements.
+pub(super) struct IQ3XXS<M>(PhantomData<M>);
+
+impl<M: IntDot> Tile for IQ3XXS<M> {
+    type W = BlockIQ3_XXS;
+    type A = BlockQ8_K;
+    const STEP: usize = 1;
+    const CHAINS: usize = 1;
+    /// Grid bytes and sign multipliers of the 8 groups of 32, their odd multipliers
+    /// `2 s + 1` as i16, `[d, ..]`.
+    type Dec = ([__m256i; 8], [__m256i; 8], [i16; 8], __m128);
+    /// Quants, `[d_y, ..]`.
+    type Prep = (*const i8, __m128);
+    type Acc = __m256;
+
+    #[inline(always)]
+    unsafe fn decode(w: *const BlockIQ3_XXS) -> Self::Dec {
+        let x = &*w;
+        let mut grid = [_mm256_setzero_si256(); 8];
+        let mut signs = [_mm256_setzero_si256(); 8];
+        let mut ls = [0i16; 8];
+        for ib in 0..8 {
+            let q = &x.qs[8 * ib..8 * ib + 8];
+            grid[ib] = if M::GATHER {
+                let index = _mm256_cvtepu8_epi32(_mm_loadl_epi64(q.as_ptr().cast()));
+                // SAFETY: every index is a byte, IQ3XXS_GRID has 256 entries.
+                _mm256_i32gather_epi32::<4>(IQ3XXS_GRID.as_ptr().cast(), index)
+            } else {
+                points32(std::array::from_fn(|k| IQ3XXS_GRID[q[k] as usize]))
+            };
+            let aux = u32_at(&x.qs, 64 + 4 * ib);
+            signs[ib] = even_signs(aux);
+            ls[ib] = 2 * (aux >> 28) as i16 + 1;
+        }
+        (grid, signs, ls, f16x4(block_ptr(x)))
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
+        let y = &*a;
+        (y.qs.as_ptr(), _mm_set_ss(y.scale()))
+    }
+    #[inline(always)]
+    unsafe fn zero() -> __m256 {
+        _mm256_setzero_ps()
+    }
+    #[inline(always)]
+    unsafe fn step(acc: __m256, w: &Self::Dec, a: &Self::Prep) -> __m256 {
+        let mut sums = [_mm256_setzero_si256(); 2];
+        for ib in 0..8 {
+            let yq = _mm256_sign_epi8(load32(a.0.add(32 * ib)), w.1[ib]);
+            let ls = _mm256_set1_epi16(w.2[ib]);
+            sums[ib % 2] = M::madd_i16(sums[ib % 2], _mm256_maddubs_epi16(w.0[ib], yq), ls);
+        }
+        let d = _mm_mul_ss(w.3, a.1);
+        let sum = _mm256_add_epi32(sums[0], sums[1]);
+        _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm256_cvtepi32_ps(sum), acc)
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [__m256; 2], _: &[BlockIQ3_XXS], _: &[BlockQ8_K]) -> f32 {
+        0.25 * hsum_ps(acc[0])
     }
 }
 

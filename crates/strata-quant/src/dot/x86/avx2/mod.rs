@@ -8,7 +8,7 @@ mod iq2;
 mod iq3;
 pub(super) mod k_low;
 pub(crate) mod k_quants;
-mod lattice;
+pub(crate) mod lattice;
 pub(crate) mod legacy;
 pub(crate) mod q4_k;
 mod quantize;
