@@ -50,6 +50,7 @@ pub mod offload;
 mod pipeline;
 mod recorder;
 mod recurrent;
+mod retired;
 mod shaders;
 mod sparse_attention;
 pub mod transfer;
