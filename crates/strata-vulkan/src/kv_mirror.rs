@@ -5,7 +5,8 @@
 //! device keeps one mirror per host layer, keyed by the layer's [`LayerKv::id`] (renewed by
 //! every restore or copy), valid for the positions it wrote under that id. A mirror that is
 //! behind (a restored or new session continuing at a later position) is filled from the host
-//! first; a truncated session simply overwrites its positions again. Mirrors not used for a
+//! first (the copies recorded into the backend's open batch); a truncated session simply
+//! overwrites its positions again. Mirrors not used for a
 //! while are dropped (least recently used beyond [`MAX_MIRRORS`]).
 
 use std::collections::HashMap;
@@ -13,7 +14,6 @@ use std::collections::HashMap;
 use strata_engine::kv_cache::{KvRows, LayerKv};
 
 use crate::buffer::{Buffer, Location};
-use crate::device::Device;
 use crate::error::VkError;
 use crate::recorder::Recorder;
 use crate::transfer;
@@ -43,16 +43,18 @@ pub struct Mirrors {
 
 impl Mirrors {
     /// The mirror of `host`, able to hold `end` positions and holding the host's positions
-    /// `0..pos0` (filled from the host where the mirror is behind).
+    /// `0..pos0` once `rec` has run (the copies that grow it or fill it from the host where
+    /// it is behind are recorded into `rec`, after what `rec` holds already).
     ///
     /// Errors: allocation and transfer errors.
     pub fn prepare(
         &mut self,
-        dev: &Device,
+        rec: &mut Recorder<'_>,
         host: &LayerKv,
         pos0: usize,
         end: usize,
     ) -> Result<&mut Mirror, VkError> {
+        let dev = &rec.device().clone();
         self.tick += 1;
         let id = host.id();
         if !self.by_id.contains_key(&id) {
@@ -62,7 +64,7 @@ impl Mirrors {
         let need = end.div_ceil(GROW).max(1) * GROW;
         let m = match self.by_id.remove(&id) {
             Some(m) if m.capacity >= need => m,
-            Some(old) => grow(dev, old, need, row)?,
+            Some(old) => grow(rec, old, need, row)?,
             None => Mirror {
                 k: Buffer::new(dev, (need * row * 4) as u64, Location::Device)?,
                 v: Buffer::new(dev, (need * row * 4) as u64, Location::Device)?,
@@ -78,13 +80,17 @@ impl Mirrors {
         }
         if m.valid < pos0 {
             let (k, v) = host_rows(host, m.valid, pos0);
-            let mut rec = Recorder::new(dev)?;
-            write_at(&mut rec, &m.k, m.valid * row, &k)?;
-            write_at(&mut rec, &m.v, m.valid * row, &v)?;
-            rec.submit()?;
+            write_at(rec.scoped(), &m.k, m.valid * row, &k)?;
+            write_at(rec.scoped(), &m.v, m.valid * row, &v)?;
             m.valid = pos0;
         }
         Ok(m)
+    }
+
+    /// Forgets every mirror (a batch that wrote them failed): they are filled from the host
+    /// at their next use.
+    pub fn clear(&mut self) {
+        self.by_id.clear();
     }
 
     /// Bytes of device memory the mirrors hold.
@@ -107,8 +113,10 @@ impl Mirrors {
     }
 }
 
-/// `old` moved into buffers of `need` positions (its valid rows copied).
-fn grow(dev: &Device, old: Mirror, need: usize, row: usize) -> Result<Mirror, VkError> {
+/// `old` moved into buffers of `need` positions (its valid rows copied by `rec`; the old
+/// buffers are retired by the device until `rec` has run).
+fn grow(rec: &mut Recorder<'_>, old: Mirror, need: usize, row: usize) -> Result<Mirror, VkError> {
+    let dev = &rec.device().clone();
     let bytes = (need * row * 4) as u64;
     let m = Mirror {
         k: Buffer::new(dev, bytes, Location::Device)?,
@@ -118,11 +126,8 @@ fn grow(dev: &Device, old: Mirror, need: usize, row: usize) -> Result<Mirror, Vk
         last_use: old.last_use,
     };
     let used = (old.valid * row * 4) as u64;
-    let mut rec = Recorder::new(dev)?;
-    rec.copy(&old.k, &m.k, used)?;
-    rec.copy(&old.v, &m.v, used)?;
-    rec.submit()?;
-    drop(rec);
+    rec.record_copy(&old.k, &m.k, used)?;
+    rec.record_copy(&old.v, &m.v, used)?;
     Ok(m)
 }
 

@@ -3,8 +3,10 @@
 //!
 //! **Recurrent state.** The session's host state ([`strata_engine::recurrent_state`]) stays
 //! the source of truth, as the host KV cache does: for every sequence of a run, `conv1d` and
-//! `delta_rule` upload the sequence's state of that layer into a device buffer, run the
-//! kernel, and read the updated state back into the host state before the op returns. So
+//! `delta_rule` record an upload of the sequence's state of that layer into a device buffer,
+//! the kernel, and a copy of the updated state into a staging buffer; the open batch is then
+//! submitted once for all sequences and the state written into the host state before the op
+//! returns. So
 //! snapshots, restores, truncation (which restores a snapshot) and new sessions need no
 //! invalidation rule: the device holds no state between ops. The price is a round trip of
 //! the state per recurrent layer and sequence (Qwen3-Next-80B: ~2 MB a layer); a device
@@ -47,10 +49,24 @@ fn conv_history<'s>(s: &'s mut SeqRun<'_>, which: ConvState) -> &'s mut Vec<f32>
     }
 }
 
+/// `dst` = the first `dst.len()` f32 of a staging buffer that a finished batch filled.
+fn read_into(st: &Buffer, dst: &mut [f32]) {
+    if let Some(m) = st.mapped() {
+        for (v, c) in dst.iter_mut().zip(m.chunks_exact(4)) {
+            *v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
+    }
+}
+
 impl Vulkan {
     /// A device buffer of `floats` f32 (at least one word) for a sequence's state.
     fn scratch(&self, floats: usize) -> Result<Buffer, VkError> {
         Buffer::new(&self.dev, 4 * floats.max(1) as u64, Location::Device)
+    }
+
+    /// A host-visible buffer of `floats` f32 (at least one word): a state read back.
+    fn scratch_host(&self, floats: usize) -> Result<Buffer, VkError> {
+        Buffer::new(&self.dev, 4 * floats.max(1) as u64, Location::Host)
     }
 
     /// Every sequence's rows of `x` through the causal convolution `w` (`[C][K]`, taps
@@ -72,6 +88,8 @@ impl Vulkan {
         self.output(out, x.rows, c)?;
         let wb = self.vector(w)?;
         let (xb, ob) = (x.input("conv1d")?, out.input("conv1d")?);
+        // Each sequence's new history goes to a staging buffer; one wait for all of them.
+        let mut back = Vec::with_capacity(seqs.len());
         for s in seqs.iter_mut() {
             let d = ConvDims {
                 c,
@@ -88,14 +106,19 @@ impl Vulkan {
                 });
             }
             let (st, st_out) = (self.scratch(hist.len())?, self.scratch(hist.len())?);
+            let host = self.scratch_host(hist.len())?;
             let bytes = transfer::f32_bytes(hist);
-            self.submit(|r| {
+            self.record(|r| {
                 transfer::write(r, &st, &bytes)?;
-                self.k.conv1d(r, &d, xb, &wb, &st, ob, &st_out)
+                self.k.conv1d(r, &d, xb, &wb, &st, ob, &st_out)?;
+                r.copy(&st_out, &host, st_out.size())
             })?;
-            if !hist.is_empty() {
-                *hist = transfer::read_f32(&self.dev, &st_out, hist.len())?;
-            }
+            back.push(host);
+        }
+        self.flush()?;
+        for (s, host) in seqs.iter_mut().zip(&back) {
+            let hist = conv_history(s, which);
+            read_into(host, hist);
         }
         Ok(())
     }
@@ -117,6 +140,8 @@ impl Vulkan {
             v.input("delta_rule")?,
         );
         let gates = (g.input("delta_rule")?, b.input("delta_rule")?);
+        let want = a.n_v_heads * a.d_k * a.d_v;
+        let mut back = Vec::with_capacity(seqs.len());
         for s in seqs.iter_mut() {
             let d = DeltaDims {
                 n_v_heads: a.n_v_heads,
@@ -128,20 +153,24 @@ impl Vulkan {
                 row0: s.rows.start,
             };
             let ssm = &mut s.delta_state(a.layer).ssm;
-            let want = a.n_v_heads * a.d_k * a.d_v;
             if ssm.len() != want {
                 return Err(VkError::Shape {
                     op: "delta_rule",
                     what: format!("a state of {} values, want {want}", ssm.len()),
                 });
             }
-            let st = self.scratch(want)?;
+            let (st, host) = (self.scratch(want)?, self.scratch_host(want)?);
             let bytes = transfer::f32_bytes(ssm);
-            self.submit(|r| {
+            self.record(|r| {
                 transfer::write(r, &st, &bytes)?;
-                self.k.delta_rule(r, &d, ins, gates, &st, ob)
+                self.k.delta_rule(r, &d, ins, gates, &st, ob)?;
+                r.copy(&st, &host, st.size())
             })?;
-            *ssm = transfer::read_f32(&self.dev, &st, want)?;
+            back.push(host);
+        }
+        self.flush()?;
+        for (s, host) in seqs.iter_mut().zip(&back) {
+            read_into(host, &mut s.delta_state(a.layer).ssm);
         }
         Ok(())
     }
@@ -171,7 +200,7 @@ impl Vulkan {
             .iter()
             .map(|o| o.input("split"))
             .collect::<Result<Vec<_>, _>>()?;
-        self.submit(|r| {
+        self.record(|r| {
             let mut off = 0;
             for (dst, w) in dsts.iter().zip(widths) {
                 let from = Cols { stride: group, off };
@@ -199,7 +228,7 @@ impl Vulkan {
             .iter()
             .map(|p| p.input("concat"))
             .collect::<Result<Vec<_>, _>>()?;
-        self.submit(|r| {
+        self.record(|r| {
             let mut off = 0;
             for (src, p) in srcs.iter().zip(parts) {
                 let from = Cols {
