@@ -34,6 +34,7 @@ pub fn kernel_sets(dev: &Device) -> Vec<Kernels> {
 }
 
 /// max |got − want| / max |want| (or the plain max |Δ| when `want` is all zeros).
+#[allow(dead_code)] // not every test file uses it
 pub fn rel_err(got: &[f32], want: &[f32]) -> f32 {
     assert_eq!(got.len(), want.len());
     let max_d = got
