@@ -53,6 +53,7 @@ mod recurrent;
 mod retired;
 mod shaders;
 mod sparse_attention;
+mod state_mirror;
 pub mod transfer;
 
 pub use adapter::{AdapterInfo, AdapterKind};

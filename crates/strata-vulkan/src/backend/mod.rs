@@ -2,13 +2,14 @@
 //! (llama, qwen2, qwen3, gemma3), qwen3moe's routed experts, qwen3next's Gated DeltaNet
 //! layers, gated attention and shared experts, and qwen4exp's hyper-connections, PLE and QSA
 //! sparse attention on device buffers, weights uploaded once and found again by their
-//! address, KV caches mirrored on the device ([`crate::kv_mirror`]), recurrent state uploaded
-//! and read back by each recurrent op (`hybrid.rs`).
+//! address, KV caches mirrored on the device ([`crate::kv_mirror`]), recurrent state kept on
+//! the device during a forward and written back at its end ([`crate::state_mirror`],
+//! `hybrid.rs`).
 //!
 //! **One open batch.** Ops append their dispatches and copies to one [`Recorder`] that stays
 //! open across ops; it is submitted and waited on only where the host must see device data
-//! (`host`, and the read-backs of `attend`, `attend_qsa`, `moe`, `gather_rows` and the
-//! recurrent ops: [`Vulkan::read_all`]) and at [`Backend::finish`]. Every command is
+//! (`host`, and the read-backs of `attend`, `attend_qsa`, `moe`, `gather_rows`:
+//! [`Vulkan::read_all`]; the recurrent state at `sync_state`) and at [`Backend::finish`]. Every command is
 //! followed by a full barrier, so each sees the results of the ones before it, across ops.
 //! A buffer an op replaces or drops while the batch is open is retired by the device until
 //! the batch has run (`crate::retired`). Ops that return nothing record their first error,
@@ -45,6 +46,7 @@ use crate::kernels::Kernels;
 use crate::kv_mirror::Mirrors;
 use crate::recorder::Recorder;
 use crate::sparse_attention::SparseDims;
+use crate::state_mirror::StateMirrors;
 use crate::transfer;
 use memory::Weight;
 
@@ -58,6 +60,8 @@ pub struct Vulkan {
     /// Norm weights and biases by (address, length).
     vectors: Mutex<HashMap<(usize, usize), Arc<Buffer>>>,
     kv: Mutex<Mirrors>,
+    /// Sequences' recurrent state on the device.
+    states: Mutex<StateMirrors>,
     /// The first error of an op that returns none, reported by [`Backend::finish`].
     error: Mutex<Option<EngineError>>,
     weight_bytes: AtomicU64,
@@ -88,6 +92,7 @@ impl Vulkan {
             weights: Mutex::new(HashMap::new()),
             vectors: Mutex::new(HashMap::new()),
             kv: Mutex::new(Mirrors::default()),
+            states: Mutex::new(StateMirrors::default()),
             error: Mutex::new(None),
             weight_bytes: AtomicU64::new(0),
             part_limit: u64::MAX,
@@ -126,6 +131,11 @@ impl Vulkan {
     /// Bytes of the sessions' KV mirrors.
     pub fn kv_bytes(&self) -> u64 {
         lock(&self.kv).bytes()
+    }
+
+    /// Bytes of the sequences' recurrent state kept on the device.
+    pub fn state_bytes(&self) -> u64 {
+        lock(&self.states).bytes()
     }
 
     fn matrix(&self, w: &Matrix<'_>) -> Result<Arc<Weight>, VkError> {
@@ -217,6 +227,7 @@ impl Vulkan {
         };
         if done.is_err() {
             lock(&self.kv).clear();
+            lock(&self.states).clear();
         }
         done
     }

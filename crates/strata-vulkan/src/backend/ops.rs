@@ -10,11 +10,12 @@ use strata_engine::ops::rope::{Rope, RopeStyle};
 use strata_engine::session::SeqRun;
 use strata_engine::EngineError;
 
-use super::hybrid::{ConvState, DeltaRun};
+use super::hybrid::DeltaRun;
 use super::{lock, VkBuf, VkMem, Vulkan};
 use crate::elementwise::{GluAct, RopePairs};
 use crate::error::VkError;
 use crate::gating::GateAct;
+use crate::state_mirror::Part;
 
 impl Backend for Vulkan {
     type Mem = VkMem;
@@ -30,6 +31,10 @@ impl Backend for Vulkan {
             Some(e) => Err(e),
             None => done,
         }
+    }
+
+    fn sync_state(&self, seqs: &mut [SeqRun<'_>]) -> Result<(), EngineError> {
+        self.state_sync(seqs).map_err(|e| self.device_err(e))
     }
 
     fn embed(
@@ -188,7 +193,7 @@ impl Backend for Vulkan {
     }
 
     fn conv1d(&self, seqs: &mut [SeqRun<'_>], layer: usize, x: &VkBuf, w: &[f32], out: &mut VkBuf) {
-        self.check(self.conv_run(seqs, ConvState::Layer(layer), (x, w, 1), out));
+        self.check(self.conv_run(seqs, Part::Conv(layer), (x, w, 1), out));
     }
 
     fn ple_conv(
@@ -199,7 +204,7 @@ impl Backend for Vulkan {
         dilation: usize,
         out: &mut VkBuf,
     ) {
-        self.check(self.conv_run(seqs, ConvState::Ple, (x, w, dilation), out));
+        self.check(self.conv_run(seqs, Part::PleConv, (x, w, dilation), out));
     }
 
     fn delta_rule(
