@@ -35,12 +35,13 @@ fn tiny(name: &str) -> Option<PathBuf> {
 /// The most submissions one decode step (one token, one sequence, every layer on the
 /// device) may take. The host reads device data at:
 /// - each attention layer: its new keys and values, for the host KV cache (1);
-/// - each recurrent layer: the conv history and the delta-rule state, for the host's
-///   recurrent state (1 each);
 /// - each MoE layer: the router logits (routed on the host) and the experts' outputs (summed
 ///   on the host) (2);
-/// - the end: `finish` after the layers, the output row gathered through the host, `finish`
-///   after the LM head, and the logits and hidden rows copied out (5).
+/// - the end: the recurrent state written back to the host (`sync_state`) and `finish`
+///   after the layers (one wait together), the output row gathered through the host,
+///   `finish` after the LM head, and the logits and hidden rows copied out (5).
+///
+/// The recurrent layers add none: their state stays on the device during the forward.
 fn bound(cfg: &ModelConfig) -> usize {
     let recurrent = cfg
         .ssm
@@ -48,7 +49,7 @@ fn bound(cfg: &ModelConfig) -> usize {
         .map_or(0, |s| s.recurrent.iter().filter(|r| **r).count());
     let attention = cfg.n_layer - recurrent;
     let moe = if cfg.moe.is_some() { cfg.n_layer } else { 0 };
-    attention + 2 * recurrent + 2 * moe + 5
+    attention + 2 * moe + 5
 }
 
 /// Submissions of the second decode step of `name` (the first one after the prompt may
