@@ -9,8 +9,9 @@
 //! **One open batch.** Ops append their dispatches and copies to one [`Recorder`] that stays
 //! open across ops; it is submitted and waited on only where the host must see device data
 //! (`host`, and the read-backs of `attend`, `attend_qsa`, `moe`, `gather_rows`:
-//! [`Vulkan::read_all`]; the recurrent state at `sync_state`) and at [`Backend::finish`]. Every command is
-//! followed by a full barrier, so each sees the results of the ones before it, across ops.
+//! [`Vulkan::read_all`]; the recurrent state at `sync_state`) and at [`Backend::finish`].
+//! Every command is followed by a full barrier, so each sees the results of the ones before
+//! it, across ops.
 //! A buffer an op replaces or drops while the batch is open is retired by the device until
 //! the batch has run (`crate::retired`). Ops that return nothing record their first error,
 //! and an error of a submission without an op to return it (the one in `finish`) is
@@ -217,9 +218,9 @@ impl Vulkan {
 
     /// Submits the open batch and waits for it (nothing when none is open).
     ///
-    /// Errors: the submission's ([`VkError::Call`]: device lost, out of memory). The KV
-    /// mirrors are then forgotten (the batch that wrote them may not have run): the next
-    /// run fills them from the host again.
+    /// Errors: the submission's ([`VkError::Call`]: device lost, out of memory). The KV and
+    /// recurrent-state mirrors are then forgotten (the batch that wrote them may not have
+    /// run): the next run fills them from the host again.
     pub(super) fn flush(&self) -> Result<(), VkError> {
         let done = match lock(&self.batch).as_mut() {
             Some(rec) => rec.submit(),
