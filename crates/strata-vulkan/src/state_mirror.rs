@@ -12,6 +12,7 @@
 //!
 //! [`RecurrentState::id`]: strata_engine::recurrent_state::RecurrentState::id
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use crate::buffer::{Buffer, Location};
@@ -107,23 +108,22 @@ impl StateMirrors {
         if seq.parts.get(&part).is_some_and(|s| s.len != host.len()) {
             seq.parts.remove(&part);
         }
-        if !seq.parts.contains_key(&part) {
-            let state = Buffer::new(rec.device(), 4 * host.len().max(1) as u64, Location::Device)?;
-            if !host.is_empty() {
-                transfer::write(rec.scoped(), &state, &transfer::f32_bytes(host))?;
+        match seq.parts.entry(part) {
+            Entry::Occupied(e) => Ok(e.into_mut()),
+            Entry::Vacant(e) => {
+                let bytes = 4 * host.len().max(1) as u64;
+                let state = Buffer::new(rec.device(), bytes, Location::Device)?;
+                if !host.is_empty() {
+                    transfer::write(rec.scoped(), &state, &transfer::f32_bytes(host))?;
+                }
+                Ok(e.insert(Slot {
+                    state,
+                    spare: None,
+                    len: host.len(),
+                    dirty: false,
+                }))
             }
-            let slot = Slot {
-                state,
-                spare: None,
-                len: host.len(),
-                dirty: false,
-            };
-            seq.parts.insert(part, slot);
         }
-        seq.parts.get_mut(&part).ok_or_else(|| VkError::Shape {
-            op: "state",
-            what: "a state part just inserted is missing".into(),
-        })
     }
 
     /// The parts of state `id` that ops advanced since the last call (part, device buffer,
