@@ -7,7 +7,15 @@
 //! that position (see [`crate::Session::truncate`]). Sizes as in llama.cpp's `n_embd_r` /
 //! `n_embd_s`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::config::{ModelConfig, PleConfig, SsmConfig};
+
+/// A process-wide counter for [`RecurrentState::id`].
+fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
 
 /// State of one Gated DeltaNet layer.
 #[derive(Clone, PartialEq)]
@@ -48,10 +56,33 @@ impl PleState {
 
 /// The recurrent state of a sequence: one [`DeltaState`] per recurrent layer, in layer order,
 /// and the PLE layer's state if the model has one.
-#[derive(Clone, PartialEq)]
+///
+/// Its [`RecurrentState::id`] is renewed whenever the state is replaced as a whole (a new
+/// state, a clone, [`RecurrentState::copy_from`], [`RecurrentState::reset`]): a device
+/// backend that keeps a mirror of it (`strata_vulkan`) keys the mirror by the id, so a
+/// restored, truncated or new session is refilled from the host. The backend's own ops
+/// advance the state without renewing it, and [`crate::backend::Backend::sync_state`]
+/// writes the device's state back into the host's after every forward. Code that edits the
+/// public fields of a state a device may hold (other than through a backend's ops) calls
+/// [`RecurrentState::renew_id`] after.
 pub struct RecurrentState {
     pub layers: Vec<DeltaState>,
     pub ple: Option<PleState>,
+    id: u64,
+}
+
+impl Clone for RecurrentState {
+    /// A copy with a new id.
+    fn clone(&self) -> Self {
+        RecurrentState::from_parts(self.layers.clone(), self.ple.clone())
+    }
+}
+
+impl PartialEq for RecurrentState {
+    /// Equal states (the ids aside).
+    fn eq(&self, other: &Self) -> bool {
+        self.layers == other.layers && self.ple == other.ple
+    }
 }
 
 impl RecurrentState {
@@ -67,7 +98,28 @@ impl RecurrentState {
             .ple
             .as_ref()
             .map(|p| PleState::new(p, cfg.residual_width()));
-        Some(RecurrentState { layers, ple })
+        Some(RecurrentState::from_parts(layers, ple))
+    }
+
+    /// A state of the given parts, with a new id.
+    pub fn from_parts(layers: Vec<DeltaState>, ple: Option<PleState>) -> RecurrentState {
+        RecurrentState {
+            layers,
+            ple,
+            id: next_id(),
+        }
+    }
+
+    /// Identifies this state's contents for device mirrors: renewed whenever the state is
+    /// replaced as a whole (see the type's docs), kept while ops advance it.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Gives the state a new id: its contents changed other than by a backend's ops, so a
+    /// device's copy of it is stale.
+    pub fn renew_id(&mut self) {
+        self.id = next_id();
     }
 
     /// Bytes of state.
@@ -80,8 +132,9 @@ impl RecurrentState {
         4 * floats + ple
     }
 
-    /// Overwrites this state with `other` (same shape) without allocating.
+    /// Overwrites this state with `other` (same shape) without allocating; renews the id.
     pub fn copy_from(&mut self, other: &RecurrentState) {
+        self.renew_id();
         for (a, b) in self.layers.iter_mut().zip(&other.layers) {
             a.conv.copy_from_slice(&b.conv);
             a.ssm.copy_from_slice(&b.ssm);
@@ -109,8 +162,9 @@ impl RecurrentState {
             }
     }
 
-    /// Back to the state before any token.
+    /// Back to the state before any token; renews the id.
     pub fn reset(&mut self) {
+        self.renew_id();
         for l in &mut self.layers {
             l.conv.fill(0.0);
             l.ssm.fill(0.0);
@@ -128,5 +182,33 @@ impl DeltaState {
             conv: vec![0.0; (s.d_conv - 1) * s.conv_dim()],
             ssm: vec![0.0; s.n_v_heads * s.head_v_dim * s.head_k_dim],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_is_renewed_when_the_state_is_replaced_not_when_ops_advance_it() {
+        let layer = DeltaState {
+            conv: vec![1.0],
+            ssm: vec![2.0],
+        };
+        let mut a = RecurrentState::from_parts(vec![layer], None);
+        let id = a.id();
+        a.layers[0].ssm[0] = 3.0; // an op advancing it
+        assert_eq!(a.id(), id);
+        let b = a.clone();
+        assert_ne!(b.id(), id);
+        assert!(a == b, "equal contents, other ids");
+        a.copy_from(&b);
+        assert_ne!(a.id(), id);
+        let id = a.id();
+        a.reset();
+        assert_ne!(a.id(), id);
+        let id = a.id();
+        a.renew_id();
+        assert_ne!(a.id(), id);
     }
 }

@@ -4,6 +4,7 @@ use ash::vk;
 
 use crate::device::Device;
 use crate::error::{Check, VkError};
+use crate::retired::Dead;
 
 /// Where a buffer's memory lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,15 +161,12 @@ impl Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
-        let raw_dev = &self.dev.ctx.raw;
-        // SAFETY: recorders wait on their fence before returning, so no submitted work uses
-        // the buffer; the memory is freed after the buffer that binds it.
-        unsafe {
-            if self.mapped.is_some() {
-                raw_dev.unmap_memory(self.memory);
-            }
-            raw_dev.destroy_buffer(self.raw, None);
-            raw_dev.free_memory(self.memory, None);
-        }
+        // A batch still being recorded or running may bind the buffer: the device destroys
+        // it once no batch is open (`crate::retired`).
+        self.dev.ctx.release(Dead {
+            buffer: self.raw,
+            memory: self.memory,
+            mapped: self.mapped.is_some(),
+        });
     }
 }

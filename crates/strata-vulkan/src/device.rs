@@ -1,12 +1,14 @@
 //! An opened device: its compute queue (and transfer queue, where it has one) and memory types.
 
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use ash::vk;
 
 use crate::adapter::AdapterInfo;
 use crate::error::{Check, VkError};
 use crate::instance::Instance;
+use crate::retired::{self, Dead, Retired};
 
 /// A logical device on one adapter. Cheap to clone (one shared handle); buffers, pipelines and
 /// recorders hold a clone, so the device lives until the last of them drops.
@@ -27,6 +29,10 @@ pub(crate) struct Ctx {
     /// uploads (`crate::upload`, weights at load) run on it, and every buffer is then shared
     /// by both families (`Buffer::new`).
     pub(crate) transfer: Option<(Mutex<vk::Queue>, u32)>,
+    /// Open batches and the buffers dropped while they are open ([`crate::retired`]).
+    retired: Mutex<Retired>,
+    /// Queue submissions so far (each is followed by a fence wait).
+    submissions: AtomicU64,
     // Declared last: dropped after `raw` is destroyed in `Drop`.
     _instance: Arc<Instance>,
 }
@@ -94,6 +100,8 @@ impl Device {
                 compute: Mutex::new(compute),
                 compute_family,
                 transfer,
+                retired: Mutex::new(Retired::default()),
+                submissions: AtomicU64::new(0),
                 _instance: instance,
             }),
         })
@@ -107,6 +115,13 @@ impl Device {
     /// True when the device has a transfer-only queue (opened beside the compute queue).
     pub fn has_transfer_queue(&self) -> bool {
         self.ctx.transfer.is_some()
+    }
+
+    /// Queue submissions so far by every recorder on this device. Each is followed by a fence
+    /// wait, so the difference over a forward counts the times the host waited for the
+    /// device (the tests bound it).
+    pub fn submissions(&self) -> u64 {
+        self.ctx.submissions.load(Ordering::Relaxed)
     }
 
     /// Waits until the device is idle.
@@ -136,12 +151,49 @@ impl Device {
     }
 }
 
+impl Ctx {
+    fn retired(&self) -> MutexGuard<'_, Retired> {
+        self.retired.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A recorder starts a batch.
+    pub(crate) fn open_batch(&self) {
+        self.retired().open();
+    }
+
+    /// A recorder's batch has run (or will never run): the last one destroys the buffers
+    /// retired meanwhile.
+    pub(crate) fn close_batch(&self) {
+        let dead = self.retired().close();
+        for d in dead {
+            retired::destroy(&self.raw, d);
+        }
+    }
+
+    /// A dropped buffer: destroyed now, or when the open batches have run.
+    pub(crate) fn release(&self, d: Dead) {
+        let now = self.retired().retire(d);
+        if let Some(d) = now {
+            retired::destroy(&self.raw, d);
+        }
+    }
+
+    /// Counts one queue submission.
+    pub(crate) fn submitted(&self) {
+        self.submissions.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 impl Drop for Ctx {
     fn drop(&mut self) {
         // SAFETY: every object made from the device holds a `Device` clone, so none is alive
         // here; waiting first lets in-flight work finish.
         unsafe {
             let _ = self.raw.device_wait_idle();
+            let dead = self.retired().dead_all();
+            for d in dead {
+                retired::destroy(&self.raw, d);
+            }
             self.raw.destroy_device(None);
         }
     }

@@ -5,9 +5,10 @@
 //! device keeps one mirror per host layer, keyed by the layer's [`LayerKv::id`] (renewed by
 //! every restore or copy), valid for the positions it wrote under that id. A mirror that is
 //! behind (a restored or new session continuing at a later position) is filled from the host
-//! first; a truncated session simply overwrites its positions again. Mirrors not used for a
-//! while are dropped (least recently used beyond [`MAX_MIRRORS`]). A mirror of an f16 host
-//! cache holds f16 values (half the memory of f32: [`KvFormat::of`]).
+//! first (the copies recorded into the backend's open batch); a truncated session simply
+//! overwrites its positions again. Mirrors not used for a while are dropped (least recently
+//! used beyond [`MAX_MIRRORS`]). A mirror of an f16 host cache holds f16 values (half the
+//! memory of f32: [`KvFormat::of`]).
 
 use std::collections::HashMap;
 
@@ -15,7 +16,6 @@ use strata_engine::kv_cache::{KvRows, LayerKv};
 
 use crate::attention::KvFormat;
 use crate::buffer::{Buffer, Location};
-use crate::device::Device;
 use crate::error::VkError;
 use crate::recorder::Recorder;
 use crate::transfer;
@@ -46,16 +46,18 @@ pub struct Mirrors {
 
 impl Mirrors {
     /// The mirror of `host`, able to hold `end` positions and holding the host's positions
-    /// `0..pos0` (filled from the host where the mirror is behind).
+    /// `0..pos0` once `rec` has run (the copies that grow it or fill it from the host where
+    /// it is behind are recorded into `rec`, after what `rec` holds already).
     ///
     /// Errors: allocation and transfer errors.
     pub fn prepare(
         &mut self,
-        dev: &Device,
+        rec: &mut Recorder<'_>,
         host: &LayerKv,
         pos0: usize,
         end: usize,
     ) -> Result<&mut Mirror, VkError> {
+        let dev = &rec.device().clone();
         self.tick += 1;
         let id = host.id();
         if !self.by_id.contains_key(&id) {
@@ -69,7 +71,7 @@ impl Mirrors {
             Some(m) if m.capacity >= need => m,
             Some(old) => {
                 let used = bytes(old.valid);
-                grow(dev, old, need, bytes(need), used)?
+                grow(rec, old, need, bytes(need), used)?
             }
             None => Mirror {
                 k: Buffer::new(dev, bytes(need), Location::Device)?,
@@ -88,13 +90,17 @@ impl Mirrors {
         if m.valid < pos0 {
             let (k, v) = host_rows(host, m.valid, pos0, format);
             let at = bytes(m.valid);
-            let mut rec = Recorder::new(dev)?;
-            transfer::write_at(&mut rec, &m.k, at, &k)?;
-            transfer::write_at(&mut rec, &m.v, at, &v)?;
-            rec.submit()?;
+            transfer::write_at(rec.scoped(), &m.k, at, &k)?;
+            transfer::write_at(rec.scoped(), &m.v, at, &v)?;
             m.valid = pos0;
         }
         Ok(m)
+    }
+
+    /// Forgets every mirror (a batch that wrote them failed): they are filled from the host
+    /// at their next use.
+    pub fn clear(&mut self) {
+        self.by_id.clear();
     }
 
     /// Bytes of device memory the mirrors hold.
@@ -117,9 +123,16 @@ impl Mirrors {
     }
 }
 
-/// `old` moved into buffers of `need` positions (`bytes` each; its valid rows, `used`
-/// bytes, copied).
-fn grow(dev: &Device, old: Mirror, need: usize, bytes: u64, used: u64) -> Result<Mirror, VkError> {
+/// `old` moved into buffers of `need` positions (`bytes` each; its valid rows, `used` bytes,
+/// copied by `rec`; the old buffers are retired by the device until `rec` has run).
+fn grow(
+    rec: &mut Recorder<'_>,
+    old: Mirror,
+    need: usize,
+    bytes: u64,
+    used: u64,
+) -> Result<Mirror, VkError> {
+    let dev = &rec.device().clone();
     let m = Mirror {
         k: Buffer::new(dev, bytes, Location::Device)?,
         v: Buffer::new(dev, bytes, Location::Device)?,
@@ -128,11 +141,8 @@ fn grow(dev: &Device, old: Mirror, need: usize, bytes: u64, used: u64) -> Result
         valid: old.valid,
         last_use: old.last_use,
     };
-    let mut rec = Recorder::new(dev)?;
-    rec.copy(&old.k, &m.k, used)?;
-    rec.copy(&old.v, &m.v, used)?;
-    rec.submit()?;
-    drop(rec);
+    rec.record_copy(&old.k, &m.k, used)?;
+    rec.record_copy(&old.v, &m.v, used)?;
     Ok(m)
 }
 

@@ -50,8 +50,10 @@ pub mod offload;
 mod pipeline;
 mod recorder;
 mod recurrent;
+mod retired;
 mod shaders;
 mod sparse_attention;
+mod state_mirror;
 pub mod transfer;
 pub mod upload;
 

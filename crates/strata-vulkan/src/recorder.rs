@@ -18,7 +18,9 @@ const BINDINGS_PER_SET: u32 = 8;
 
 /// A batch of dispatches and copies on the compute queue. Each command is followed by a
 /// full memory barrier (compute and transfer), so commands see the results of the ones
-/// recorded before them; [`Recorder::submit`] runs the batch and waits on a fence.
+/// recorded before them; [`Recorder::submit`] runs the batch and waits on a fence. The
+/// `strata_vulkan::Vulkan` backend keeps one recorder open across the ops of a forward and
+/// submits it only where the host reads device data.
 ///
 /// The buffers a batch uses are borrowed for the recorder's life `'a`, and it holds its
 /// pipelines, so nothing the device may still read can be freed while the recorder lives:
@@ -100,6 +102,17 @@ impl<'a> Recorder<'a> {
         Ok(me)
     }
 
+    /// This recorder for buffers borrowed for any lifetime `'b`: the crate's backend keeps
+    /// one batch open across ops, recording buffers that it may replace or drop before the
+    /// batch runs.
+    pub(crate) fn scoped<'b>(&mut self) -> &mut Recorder<'b> {
+        // SAFETY: `Recorder<'a>` and `Recorder<'b>` differ only in the lifetime of a
+        // `PhantomData`, so they have one layout. The lifetime only guards that recorded
+        // buffers outlive the batch, and a buffer dropped while a batch is open is not
+        // destroyed but retired by its device until no batch is open (`crate::retired`).
+        unsafe { &mut *(self as *mut Recorder<'a>).cast::<Recorder<'b>>() }
+    }
+
     /// The device this recorder submits to.
     pub fn device(&self) -> &Device {
         &self.dev
@@ -113,6 +126,7 @@ impl<'a> Recorder<'a> {
             unsafe { self.dev.ctx.raw.begin_command_buffer(self.cmd, &info) }
                 .check("vkBeginCommandBuffer")?;
             self.recording = true;
+            self.dev.ctx.open_batch();
         }
         Ok(())
     }
@@ -325,12 +339,28 @@ impl<'a> Recorder<'a> {
     /// Runs everything recorded since the last submit and waits for it; the recorder is
     /// then empty and reusable. A no-op when nothing was recorded.
     ///
-    /// Errors: [`VkError::Call`] (device lost, out of memory).
+    /// Errors: [`VkError::Call`] (device lost, out of memory); the batch is dropped then
+    /// (after waiting for the device), and the recorder is empty and reusable all the same.
     pub fn submit(&mut self) -> Result<(), VkError> {
         if !self.recording {
             return Ok(());
         }
         self.recording = false;
+        let run = self.run();
+        if run.is_err() {
+            // SAFETY: `raw` is live; whatever part of the batch was submitted finishes.
+            let _ = unsafe { self.dev.ctx.raw.device_wait_idle() };
+        }
+        let reset = self.reset();
+        self.keep.clear();
+        self.shared.clear();
+        self.pipelines.clear();
+        self.dev.ctx.close_batch();
+        run.and(reset)
+    }
+
+    /// Ends the command buffer, submits it and waits on the fence.
+    fn run(&mut self) -> Result<(), VkError> {
         let raw = &self.dev.ctx.raw;
         // SAFETY: the command buffer is in the recording state; the queue lock serialises
         // submissions; the fence is unsignaled (reset after every wait).
@@ -349,8 +379,19 @@ impl<'a> Recorder<'a> {
                 raw.queue_submit(*queue, &submit, self.fence)
                     .check("vkQueueSubmit")?;
             }
+            self.dev.ctx.submitted();
             raw.wait_for_fences(&[self.fence], true, u64::MAX)
                 .check("vkWaitForFences")?;
+        }
+        Ok(())
+    }
+
+    /// The fence, command buffer and descriptor pools ready for the next batch (after the
+    /// batch has run or failed: nothing of it is pending).
+    fn reset(&mut self) -> Result<(), VkError> {
+        let raw = &self.dev.ctx.raw;
+        // SAFETY: nothing recorded is pending (waited on, or the device is idle).
+        unsafe {
             raw.reset_fences(&[self.fence]).check("vkResetFences")?;
             raw.reset_command_buffer(self.cmd, vk::CommandBufferResetFlags::empty())
                 .check("vkResetCommandBuffer")?;
@@ -371,9 +412,6 @@ impl<'a> Recorder<'a> {
         } else {
             0
         };
-        self.keep.clear();
-        self.shared.clear();
-        self.pipelines.clear();
         Ok(())
     }
 }
@@ -381,10 +419,15 @@ impl<'a> Recorder<'a> {
 impl Drop for Recorder<'_> {
     fn drop(&mut self) {
         let raw = &self.dev.ctx.raw;
-        // SAFETY: nothing recorded here is in flight (`submit` waits), except after a failed
-        // submit, where waiting for the device first covers it.
+        // SAFETY: nothing recorded here is in flight (`submit` waits; a batch never submitted
+        // is only discarded), and waiting for the device first covers the rest.
         unsafe {
             let _ = raw.device_wait_idle();
+            if self.recording {
+                self.recording = false;
+                self.keep.clear();
+                self.dev.ctx.close_batch();
+            }
             for &p in &self.descriptor_pools {
                 raw.destroy_descriptor_pool(p, None);
             }

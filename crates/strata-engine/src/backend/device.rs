@@ -101,8 +101,10 @@ where
             self.be.upload(residual, cfg.residual_width(), &mut ws.x);
         }
         let run = graph.forward_layers(&self.be, cfg, &mut ws, seqs, tokens, layers);
+        // The host state is the truth between forwards (checkpoints, snapshots).
+        let synced = self.be.sync_state(seqs);
         let done = self.be.finish();
-        run.and(done)
+        run.and(synced).and(done)
     }
 
     fn output(

@@ -119,6 +119,17 @@ pub trait Backend: Sync {
         Ok(())
     }
 
+    /// Writes the recurrent state that this backend keeps on its device for `seqs` back into
+    /// their host state ([`crate::recurrent_state::RecurrentState`]), which the host reads
+    /// after a forward (checkpoints, snapshots). The device runner calls it at the end of
+    /// every forward over its layers; the CPU keeps no other copy (a no-op).
+    ///
+    /// Errors: a device error while reading the state back.
+    fn sync_state(&self, seqs: &mut [SeqRun<'_>]) -> Result<(), EngineError> {
+        let _ = seqs;
+        Ok(())
+    }
+
     /// Row `t` of `x` = `scale · table[tokens[t]]`; `x`: `[T][n_embd]`, resized.
     ///
     /// Errors: a token id outside the table.

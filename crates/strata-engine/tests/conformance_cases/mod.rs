@@ -242,13 +242,13 @@ pub fn cases<B: Backend>(be: &B) -> Vec<(String, Outcome)> {
         let g: Vec<f32> = (0..t * nv).map(|_| -rng.f().abs()).collect();
         let b: Vec<f32> = (0..t * nv).map(|_| rng.f().abs()).collect();
         let (g, b) = (buf(be, &g, nv), buf(be, &b, nv));
-        let mut rec = RecurrentState {
-            layers: vec![DeltaState {
+        let mut rec = RecurrentState::from_parts(
+            vec![DeltaState {
                 conv: Vec::new(),
                 ssm: rng.vec(nv * dv * dk, 0.1),
             }],
-            ple: None,
-        };
+            None,
+        );
         let mut o = Buf::<B>::default();
         let x = DeltaBufs {
             q: &q,
@@ -258,7 +258,8 @@ pub fn cases<B: Backend>(be: &B) -> Vec<(String, Outcome)> {
             beta: &b,
         };
         be.delta_rule(&mut [seq(&mut [], Some(&mut rec), 0, t)], 0, &s, x, &mut o);
-        let y = read(be, &mut o);
+        let synced = be.sync_state(&mut [seq(&mut [], Some(&mut rec), 0, t)]);
+        let y = read_after(be, synced, &mut o);
         let state = std::mem::take(&mut rec.layers[0].ssm);
         // The state is the op's output too: void when the op failed.
         let state = y.as_ref().map(|_| state).map_err(Clone::clone);
@@ -273,17 +274,18 @@ pub fn cases<B: Backend>(be: &B) -> Vec<(String, Outcome)> {
     }
     for (c, kk, t) in [(96, 4, 1), (130, 4, 9)] {
         let w = vector(&mut rng, c * kk, 0.5);
-        let mut rec = RecurrentState {
-            layers: vec![DeltaState {
+        let mut rec = RecurrentState::from_parts(
+            vec![DeltaState {
                 conv: rng.vec((kk - 1) * c, 1.0),
                 ssm: Vec::new(),
             }],
-            ple: None,
-        };
+            None,
+        );
         let x = buf(be, &rng.vec(t * c, 1.0), c);
         let mut o = Buf::<B>::default();
         be.conv1d(&mut [seq(&mut [], Some(&mut rec), 0, t)], 0, &x, w, &mut o);
-        let y = read(be, &mut o);
+        let synced = be.sync_state(&mut [seq(&mut [], Some(&mut rec), 0, t)]);
+        let y = read_after(be, synced, &mut o);
         let state = std::mem::take(&mut rec.layers[0].conv);
         let state = y.as_ref().map(|_| state).map_err(Clone::clone);
         out.push((format!("conv1d/C{c}K{kk}/T{t}"), y));
@@ -347,14 +349,14 @@ pub fn cases<B: Backend>(be: &B) -> Vec<(String, Outcome)> {
         out.push((format!("concat/{hc}x{d}/T{t}"), read(be, &mut o)));
         // PLE's dilated convolution: 3 taps, dilation 3, continuing a random history.
         let (kk, dil, c) = (3, 3, hc * d);
-        let mut rec = RecurrentState {
-            layers: Vec::new(),
-            ple: Some(PleState {
+        let mut rec = RecurrentState::from_parts(
+            Vec::new(),
+            Some(PleState {
                 tokens: vec![0; 2],
                 eos: 0,
                 conv: rng.vec((kk - 1) * dil * c, 1.0),
             }),
-        };
+        );
         let w = vector(&mut rng, c * kk, 0.5);
         be.ple_conv(
             &mut [seq(&mut [], Some(&mut rec), 0, t)],
@@ -363,7 +365,8 @@ pub fn cases<B: Backend>(be: &B) -> Vec<(String, Outcome)> {
             dil,
             &mut o,
         );
-        let y = read(be, &mut o);
+        let synced = be.sync_state(&mut [seq(&mut [], Some(&mut rec), 0, t)]);
+        let y = read_after(be, synced, &mut o);
         let state = rec.ple.take().unwrap().conv;
         let state = y.as_ref().map(|_| state).map_err(Clone::clone);
         out.push((format!("ple_conv/C{c}K{kk}D{dil}/T{t}"), y));

@@ -1,32 +1,21 @@
 //! The ops of hybrid models (qwen3next: Gated DeltaNet layers, gated attention, a gated
 //! shared expert) on the device.
 //!
-//! **Recurrent state.** The session's host state ([`strata_engine::recurrent_state`]) stays
-//! the source of truth, as the host KV cache does: for every sequence of a run, `conv1d` and
-//! `delta_rule` upload the sequence's state of that layer into a device buffer, run the
-//! kernel, and read the updated state back into the host state before the op returns. So
-//! snapshots, restores, truncation (which restores a snapshot) and new sessions need no
-//! invalidation rule: the device holds no state between ops. The price is a round trip of
-//! the state per recurrent layer and sequence (Qwen3-Next-80B: ~2 MB a layer); a device
-//! mirror keyed like the KV mirrors is the next step for speed.
+//! **Recurrent state** lives on the device during a forward ([`crate::state_mirror`]):
+//! `conv1d`, `ple_conv` and `delta_rule` continue each sequence's device copy of its state
+//! (filled from the host state when the copy is missing or its id was renewed) and record
+//! nothing for the host; [`Vulkan::state_sync`] (the engine's `Backend::sync_state`, called
+//! at the end of every forward) copies what they advanced into the host state, which stays
+//! the truth between forwards (checkpoints, snapshots, restores, the CPU's layers).
 
 use strata_engine::session::SeqRun;
 
-use super::{VkBuf, Vulkan};
+use super::{lock, VkBuf, Vulkan};
 use crate::buffer::{Buffer, Location};
 use crate::error::VkError;
 use crate::gating::Cols;
 use crate::recurrent::{ConvDims, DeltaDims};
-use crate::transfer;
-
-/// Which part of a sequence's recurrent state an op continues.
-#[derive(Clone, Copy)]
-pub(super) enum ConvState {
-    /// The conv history of recurrent layer `n` (`DeltaState::conv`).
-    Layer(usize),
-    /// The PLE layer's dilated convolution history (`PleState::conv`).
-    Ple,
-}
+use crate::state_mirror::Part;
 
 /// The shape arguments of [`Vulkan::delta_run`] besides the sequences.
 pub(super) struct DeltaRun<'b> {
@@ -40,25 +29,41 @@ pub(super) struct DeltaRun<'b> {
     pub x: [&'b VkBuf; 5],
 }
 
-fn conv_history<'s>(s: &'s mut SeqRun<'_>, which: ConvState) -> &'s mut Vec<f32> {
-    match which {
-        ConvState::Layer(n) => &mut s.delta_state(n).conv,
-        ConvState::Ple => &mut s.ple_state().conv,
+/// The id of `s`'s host state and its part `part`.
+///
+/// Errors: [`VkError::Shape`] when the sequence has no such state.
+fn host_part<'s>(s: &'s mut SeqRun<'_>, part: Part) -> Result<(u64, &'s mut Vec<f32>), VkError> {
+    let missing = || VkError::Shape {
+        op: "recurrent state",
+        what: format!("the sequence has no state {part:?}"),
+    };
+    let rec = s.rec.as_deref_mut().ok_or_else(missing)?;
+    let id = rec.id();
+    let v = match part {
+        Part::Conv(n) => rec.layers.get_mut(n).map(|l| &mut l.conv),
+        Part::Ssm(n) => rec.layers.get_mut(n).map(|l| &mut l.ssm),
+        Part::PleConv => rec.ple.as_mut().map(|p| &mut p.conv),
+    };
+    Ok((id, v.ok_or_else(missing)?))
+}
+
+/// `dst` = the first `dst.len()` f32 of a staging buffer that a finished batch filled.
+fn read_into(st: &Buffer, dst: &mut [f32]) {
+    if let Some(m) = st.mapped() {
+        for (v, c) in dst.iter_mut().zip(m.chunks_exact(4)) {
+            *v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
     }
 }
 
 impl Vulkan {
-    /// A device buffer of `floats` f32 (at least one word) for a sequence's state.
-    fn scratch(&self, floats: usize) -> Result<Buffer, VkError> {
-        Buffer::new(&self.dev, 4 * floats.max(1) as u64, Location::Device)
-    }
-
     /// Every sequence's rows of `x` through the causal convolution `w` (`[C][K]`, taps
-    /// `dilation` rows apart) continuing its history `which`, into `out` (`[T][C]`).
+    /// `dilation` rows apart) continuing its history `part` (`Part::Conv` or
+    /// `Part::PleConv`), into `out` (`[T][C]`).
     pub(super) fn conv_run(
         &self,
         seqs: &mut [SeqRun<'_>],
-        which: ConvState,
+        part: Part,
         (x, w, dilation): (&VkBuf, &[f32], usize),
         out: &mut VkBuf,
     ) -> Result<(), VkError> {
@@ -72,6 +77,7 @@ impl Vulkan {
         self.output(out, x.rows, c)?;
         let wb = self.vector(w)?;
         let (xb, ob) = (x.input("conv1d")?, out.input("conv1d")?);
+        let mut mirrors = lock(&self.states);
         for s in seqs.iter_mut() {
             let d = ConvDims {
                 c,
@@ -80,22 +86,20 @@ impl Vulkan {
                 n_t: s.rows.len(),
                 row0: s.rows.start,
             };
-            let hist = conv_history(s, which);
+            let (id, hist) = host_part(s, part)?;
             if hist.len() != d.keep() * c {
                 return Err(VkError::Shape {
                     op: "conv1d",
                     what: format!("a history of {} values, want {}", hist.len(), d.keep() * c),
                 });
             }
-            let (st, st_out) = (self.scratch(hist.len())?, self.scratch(hist.len())?);
-            let bytes = transfer::f32_bytes(hist);
-            self.submit(|r| {
-                transfer::write(r, &st, &bytes)?;
-                self.k.conv1d(r, &d, xb, &wb, &st, ob, &st_out)
+            self.record(|r| {
+                let slot = mirrors.slot(r, id, part, hist)?;
+                let (st, next) = slot.pair(&self.dev)?;
+                self.k.conv1d(r.scoped(), &d, xb, &wb, st, ob, next)?;
+                slot.advance(true);
+                Ok(())
             })?;
-            if !hist.is_empty() {
-                *hist = transfer::read_f32(&self.dev, &st_out, hist.len())?;
-            }
         }
         Ok(())
     }
@@ -117,6 +121,8 @@ impl Vulkan {
             v.input("delta_rule")?,
         );
         let gates = (g.input("delta_rule")?, b.input("delta_rule")?);
+        let want = a.n_v_heads * a.d_k * a.d_v;
+        let mut mirrors = lock(&self.states);
         for s in seqs.iter_mut() {
             let d = DeltaDims {
                 n_v_heads: a.n_v_heads,
@@ -127,21 +133,55 @@ impl Vulkan {
                 n_t: s.rows.len(),
                 row0: s.rows.start,
             };
-            let ssm = &mut s.delta_state(a.layer).ssm;
-            let want = a.n_v_heads * a.d_k * a.d_v;
+            let part = Part::Ssm(a.layer);
+            let (id, ssm) = host_part(s, part)?;
             if ssm.len() != want {
                 return Err(VkError::Shape {
                     op: "delta_rule",
                     what: format!("a state of {} values, want {want}", ssm.len()),
                 });
             }
-            let st = self.scratch(want)?;
-            let bytes = transfer::f32_bytes(ssm);
-            self.submit(|r| {
-                transfer::write(r, &st, &bytes)?;
-                self.k.delta_rule(r, &d, ins, gates, &st, ob)
+            self.record(|r| {
+                let slot = mirrors.slot(r, id, part, ssm)?;
+                self.k
+                    .delta_rule(r.scoped(), &d, ins, gates, &slot.state, ob)?;
+                slot.advance(false);
+                Ok(())
             })?;
-            *ssm = transfer::read_f32(&self.dev, &st, want)?;
+        }
+        Ok(())
+    }
+
+    /// `Backend::sync_state`: the parts of `seqs`' state that the ops advanced on the device,
+    /// copied into their host state (one wait for all of them, which also runs the rest of
+    /// the forward).
+    ///
+    /// Errors: allocation and submission errors (the mirrors are forgotten then: the next
+    /// forward refills them from the host).
+    pub(super) fn state_sync(&self, seqs: &mut [SeqRun<'_>]) -> Result<(), VkError> {
+        let mut back = Vec::new();
+        {
+            let mut mirrors = lock(&self.states);
+            for (i, s) in seqs.iter().enumerate() {
+                let Some(rec) = s.rec.as_deref() else {
+                    continue;
+                };
+                for (part, buf, len) in mirrors.take_dirty(rec.id()) {
+                    let st = Buffer::new(&self.dev, 4 * len.max(1) as u64, Location::Host)?;
+                    self.record(|r| r.copy(buf, &st, 4 * len as u64))?;
+                    back.push((i, part, st));
+                }
+            }
+        }
+        if let Err(e) = self.flush() {
+            lock(&self.states).clear();
+            return Err(e);
+        }
+        for (i, part, st) in back {
+            if let Some(s) = seqs.get_mut(i) {
+                let (_, host) = host_part(s, part)?;
+                read_into(&st, host);
+            }
         }
         Ok(())
     }
@@ -171,7 +211,7 @@ impl Vulkan {
             .iter()
             .map(|o| o.input("split"))
             .collect::<Result<Vec<_>, _>>()?;
-        self.submit(|r| {
+        self.record(|r| {
             let mut off = 0;
             for (dst, w) in dsts.iter().zip(widths) {
                 let from = Cols { stride: group, off };
@@ -199,7 +239,7 @@ impl Vulkan {
             .iter()
             .map(|p| p.input("concat"))
             .collect::<Result<Vec<_>, _>>()?;
-        self.submit(|r| {
+        self.record(|r| {
             let mut off = 0;
             for (src, p) in srcs.iter().zip(parts) {
                 let from = Cols {

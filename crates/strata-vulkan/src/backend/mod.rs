@@ -2,12 +2,20 @@
 //! (llama, qwen2, qwen3, gemma3), qwen3moe's routed experts, qwen3next's Gated DeltaNet
 //! layers, gated attention and shared experts, and qwen4exp's hyper-connections, PLE and QSA
 //! sparse attention on device buffers, weights uploaded once and found again by their
-//! address, KV caches mirrored on the device ([`crate::kv_mirror`]), recurrent state uploaded
-//! and read back by each recurrent op (`hybrid.rs`).
+//! address, KV caches mirrored on the device ([`crate::kv_mirror`]), recurrent state kept on
+//! the device during a forward and written back at its end ([`crate::state_mirror`],
+//! `hybrid.rs`).
 //!
-//! Each op records its kernels and waits for them (one submission per op): correctness first;
-//! batching a whole forward into few submissions is the next step for speed. Ops that return
-//! nothing record their first error, which [`Backend::finish`] returns at the end of the run.
+//! **One open batch.** Ops append their dispatches and copies to one [`Recorder`] that stays
+//! open across ops; it is submitted and waited on only where the host must see device data
+//! (`host`, and the read-backs of `attend`, `attend_qsa`, `moe`, `gather_rows`:
+//! [`Vulkan::read_all`]; the recurrent state at `sync_state`) and at [`Backend::finish`].
+//! Every command is followed by a full barrier, so each sees the results of the ones before
+//! it, across ops.
+//! A buffer an op replaces or drops while the batch is open is retired by the device until
+//! the batch has run (`crate::retired`). Ops that return nothing record their first error,
+//! and an error of a submission without an op to return it (the one in `finish`) is
+//! returned by [`Backend::finish`] at the end of the run.
 //!
 //! `memory.rs`: the buffers (`VkBuf`) and device weights; `ops.rs`: the ops; `moe.rs`: the
 //! routed experts; `hybrid.rs`: the recurrent ops' per-sequence state, split and concat;
@@ -31,7 +39,7 @@ use strata_engine::ops::linear::Matrix;
 use strata_engine::session::SeqRun;
 use strata_engine::EngineError;
 
-use crate::attention::AttnDims;
+use crate::attention::{AttnDims, KvFormat};
 use crate::buffer::{Buffer, Location};
 use crate::device::Device;
 use crate::error::VkError;
@@ -39,6 +47,7 @@ use crate::kernels::Kernels;
 use crate::kv_mirror::Mirrors;
 use crate::recorder::Recorder;
 use crate::sparse_attention::SparseDims;
+use crate::state_mirror::StateMirrors;
 use crate::transfer;
 use memory::Weight;
 
@@ -52,11 +61,15 @@ pub struct Vulkan {
     /// Norm weights and biases by (address, length).
     vectors: Mutex<HashMap<(usize, usize), Arc<Buffer>>>,
     kv: Mutex<Mirrors>,
+    /// Sequences' recurrent state on the device.
+    states: Mutex<StateMirrors>,
     /// The first error of an op that returns none, reported by [`Backend::finish`].
     error: Mutex<Option<EngineError>>,
     weight_bytes: AtomicU64,
     /// Most bytes of one weight buffer (below the device's binding limit: tests).
     part_limit: u64,
+    /// The open batch of the ops recorded since the last read-back or `finish`.
+    batch: Mutex<Option<Recorder<'static>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -80,9 +93,11 @@ impl Vulkan {
             weights: Mutex::new(HashMap::new()),
             vectors: Mutex::new(HashMap::new()),
             kv: Mutex::new(Mirrors::default()),
+            states: Mutex::new(StateMirrors::default()),
             error: Mutex::new(None),
             weight_bytes: AtomicU64::new(0),
             part_limit: u64::MAX,
+            batch: Mutex::new(None),
         }
     }
 
@@ -117,6 +132,11 @@ impl Vulkan {
     /// Bytes of the sessions' KV mirrors.
     pub fn kv_bytes(&self) -> u64 {
         lock(&self.kv).bytes()
+    }
+
+    /// Bytes of the sequences' recurrent state kept on the device.
+    pub fn state_bytes(&self) -> u64 {
+        lock(&self.states).bytes()
     }
 
     fn matrix(&self, w: &Matrix<'_>) -> Result<Arc<Weight>, VkError> {
@@ -179,14 +199,66 @@ impl Vulkan {
         }
     }
 
-    /// Runs `f`'s recording and waits for it.
-    fn submit<'a>(
+    /// Appends `f`'s commands to the open batch (opening one if none is); they run at the
+    /// next [`Vulkan::flush`]. Buffers `f` records may be dropped before then (the device
+    /// retires them until the batch has run).
+    fn record<'a>(
         &self,
         f: impl FnOnce(&mut Recorder<'a>) -> Result<(), VkError>,
     ) -> Result<(), VkError> {
-        let mut rec = Recorder::new(&self.dev)?;
-        f(&mut rec)?;
-        rec.submit()
+        let mut batch = lock(&self.batch);
+        if batch.is_none() {
+            *batch = Some(Recorder::new(&self.dev)?);
+        }
+        match batch.as_mut() {
+            Some(rec) => f(rec.scoped()),
+            None => Ok(()),
+        }
+    }
+
+    /// Submits the open batch and waits for it (nothing when none is open).
+    ///
+    /// Errors: the submission's ([`VkError::Call`]: device lost, out of memory). The KV and
+    /// recurrent-state mirrors are then forgotten (the batch that wrote them may not have
+    /// run): the next run fills them from the host again.
+    pub(super) fn flush(&self) -> Result<(), VkError> {
+        let done = match lock(&self.batch).as_mut() {
+            Some(rec) => rec.submit(),
+            None => Ok(()),
+        };
+        if done.is_err() {
+            lock(&self.kv).clear();
+            lock(&self.states).clear();
+        }
+        done
+    }
+
+    /// The contents of `bufs` on the host (`[rows·cols]` f32 each), copied into staging
+    /// buffers by the open batch, which is then submitted: one wait for all of them.
+    ///
+    /// Errors: allocation and submission errors.
+    pub(super) fn read_all(&self, bufs: &[&VkBuf]) -> Result<Vec<Vec<f32>>, VkError> {
+        let mut staging = Vec::with_capacity(bufs.len());
+        for b in bufs {
+            staging.push(match b.len() {
+                0 => None,
+                n => Some(Buffer::new(&self.dev, 4 * n as u64, Location::Host)?),
+            });
+        }
+        self.record(|r| {
+            for (b, st) in bufs.iter().zip(&staging) {
+                if let Some(st) = st {
+                    r.copy(b.input("read")?, st, 4 * b.len() as u64)?;
+                }
+            }
+            Ok(())
+        })?;
+        self.flush()?;
+        Ok(bufs
+            .iter()
+            .zip(&staging)
+            .map(|(b, st)| st.as_ref().map_or_else(Vec::new, |st| f32s(st, b.len())))
+            .collect())
     }
 
     fn rms(
@@ -209,14 +281,14 @@ impl Vulkan {
             Some(out) => {
                 self.output(out, x.rows, x.cols)?;
                 let (xb, ob) = (x.input("rms_norm")?, out.input("rms_norm")?);
-                self.submit(|r| {
+                self.record(|r| {
                     self.k
                         .rms_norm(r, xb, &wb, w.len(), ob, n / group, group, eps)
                 })
             }
             None => {
                 let xb = x.input("rms_norm")?;
-                self.submit(|r| {
+                self.record(|r| {
                     self.k
                         .rms_norm(r, xb, &wb, w.len(), xb, n / group, group, eps)
                 })
@@ -243,13 +315,8 @@ impl Vulkan {
             let r = (s.rows.start + t) * row;
             host.write(s.pos0 + t, &kh[r..r + row], &vh[r..r + row]);
         }
-        let mut mirrors = lock(&self.kv);
-        let m = mirrors.prepare(&self.dev, host, s.pos0, s.pos0 + n_t)?;
-        let (kb, vb, qb) = (
-            k.input("attention")?,
-            v.input("attention")?,
-            q.input("attention")?,
-        );
+        // The mirror's format (`Mirrors::prepare` picks the same one).
+        let format = KvFormat::of(host.is_f16(), row);
         let dims = AttnDims {
             n_t,
             row0: s.rows.start,
@@ -259,48 +326,62 @@ impl Vulkan {
             head_dim: shape.head_dim,
             scale: shape.scale,
             window: shape.window.unwrap_or(0),
-            kv: m.format,
+            kv: format,
         };
-        let format = m.format;
-        let (kc, vc) = (&m.k, &m.v);
-        self.submit(|r| {
+        let (kb, vb, qb) = (
+            k.input("attention")?,
+            v.input("attention")?,
+            q.input("attention")?,
+        );
+        let mut mirrors = lock(&self.kv);
+        self.record(|r| {
+            let m = mirrors.prepare(r, host, s.pos0, s.pos0 + n_t)?;
+            let (kc, vc) = (&m.k, &m.v);
             self.k.kv_store(
-                r,
+                r.scoped(),
                 (kb, vb),
                 (kc, vc),
                 row,
                 (s.rows.start, s.pos0, n_t),
                 format,
             )?;
-            self.k.attention(r, &dims, qb, kc, vc, out)?;
-            match sparse {
+            self.k.attention(r.scoped(), &dims, qb, kc, vc, out)?;
+            if let Some(idx) = sparse {
                 // QSA's sparse queries over their kept positions (`qsa.rs`).
-                Some(idx) => {
-                    let sd = SparseDims {
-                        n_t,
-                        row0: s.rows.start,
-                        n_head: shape.n_head,
-                        n_kv_head: shape.n_kv_head,
-                        head_dim: shape.head_dim,
-                        scale: shape.scale,
-                        n_pos: s.pos0 + n_t,
-                        kv: format,
-                    };
-                    self.k.attention_sparse(r, &sd, qb, (kc, vc), idx, out)
-                }
-                None => Ok(()),
+                let sd = SparseDims {
+                    n_t,
+                    row0: s.rows.start,
+                    n_head: shape.n_head,
+                    n_kv_head: shape.n_kv_head,
+                    head_dim: shape.head_dim,
+                    scale: shape.scale,
+                    n_pos: s.pos0 + n_t,
+                    kv: format,
+                };
+                self.k
+                    .attention_sparse(r.scoped(), &sd, qb, (kc, vc), idx, out)?;
             }
-        })?;
-        m.valid = s.pos0 + n_t;
-        Ok(())
+            // Valid once the batch has run (a failed submission forgets the mirrors).
+            m.valid = s.pos0 + n_t;
+            Ok(())
+        })
     }
 
     fn read(&self, b: &VkBuf) -> Result<Vec<f32>, VkError> {
-        if b.len() == 0 {
-            return Ok(Vec::new());
-        }
-        transfer::read_f32(&self.dev, b.input("read")?, b.len())
+        Ok(self.read_all(&[b])?.pop().unwrap_or_default())
     }
+}
+
+/// The first `n` f32 of a staging buffer that a finished batch filled.
+fn f32s(st: &Buffer, n: usize) -> Vec<f32> {
+    st.mapped()
+        .and_then(|m| m.get(..4 * n))
+        .map(|m| {
+            m.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 impl Vulkan {
@@ -310,7 +391,7 @@ impl Vulkan {
             return Ok(());
         }
         let bb = b.input("upload")?;
-        let bytes: Vec<u8> = src.iter().flat_map(|x| x.to_le_bytes()).collect();
-        self.submit(|r| transfer::write(r, bb, &bytes))
+        let bytes = transfer::f32_bytes(src);
+        self.record(|r| transfer::write(r, bb, &bytes))
     }
 }

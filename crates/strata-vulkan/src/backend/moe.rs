@@ -56,20 +56,23 @@ impl Vulkan {
         let mut logits = VkBuf::default();
         self.output(&mut logits, t_n, n_expert)?;
         let (xb, lb) = (x.input("moe")?, logits.input("moe")?);
-        self.submit(|r| {
+        self.record(|r| {
             for (r0, part) in &router.parts {
                 self.k.matmul_into(r, part, xb, t_n, lb, (n_expert, *r0))?;
             }
             Ok(())
         })?;
-        let mut probs = self.read(&logits)?;
+        let mut host = self.read_all(&[&logits, x])?.into_iter();
+        let (mut probs, xs) = (
+            host.next().unwrap_or_default(),
+            host.next().unwrap_or_default(),
+        );
         let mut routing = Routing::default();
         routing.fill(&mut probs, n_expert, k, w.norm_topk);
         let mut groups = Groups::default();
         groups.build(&routing.ids, n_expert);
 
         // 2. The batch's rows in group order: row `pos` is token `order[pos] / k`.
-        let xs = self.read(x)?;
         let mut xg = Vec::with_capacity(groups.order.len() * d);
         for slot in &groups.order {
             xg.extend_from_slice(&xs[slot / k * d..][..d]);
@@ -95,7 +98,7 @@ impl Vulkan {
             y.input("moe")?,
         );
         let spans = &groups.spans;
-        self.submit(|r| {
+        self.record(|r| {
             for (e, toks) in spans {
                 self.expert_matmul(r, (&*gate, &w.gate, *e), xgb, toks, hb)?;
                 self.expert_matmul(r, (&*up, &w.up, *e), xgb, toks, ub)?;

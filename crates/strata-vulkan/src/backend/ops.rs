@@ -10,11 +10,12 @@ use strata_engine::ops::rope::{Rope, RopeStyle};
 use strata_engine::session::SeqRun;
 use strata_engine::EngineError;
 
-use super::hybrid::{ConvState, DeltaRun};
+use super::hybrid::DeltaRun;
 use super::{lock, VkBuf, VkMem, Vulkan};
 use crate::elementwise::{GluAct, RopePairs};
 use crate::error::VkError;
 use crate::gating::GateAct;
+use crate::state_mirror::Part;
 
 impl Backend for Vulkan {
     type Mem = VkMem;
@@ -24,10 +25,16 @@ impl Backend for Vulkan {
     }
 
     fn finish(&self) -> Result<(), EngineError> {
+        // The run's last commands; an op's own error comes first.
+        let done = self.flush().map_err(|e| self.device_err(e));
         match lock(&self.error).take() {
             Some(e) => Err(e),
-            None => Ok(()),
+            None => done,
         }
+    }
+
+    fn sync_state(&self, seqs: &mut [SeqRun<'_>]) -> Result<(), EngineError> {
+        self.state_sync(seqs).map_err(|e| self.device_err(e))
     }
 
     fn embed(
@@ -48,7 +55,7 @@ impl Backend for Vulkan {
             let mut run = || -> Result<(), VkError> {
                 self.output(x, tokens.len(), table.cols)?;
                 let xb = x.input("embed")?;
-                self.submit(|r| self.k.get_rows(r, part, tokens, scale, xb))
+                self.record(|r| self.k.get_rows(r, part, tokens, scale, xb))
             };
             return run().map_err(|e| self.device_err(e));
         }
@@ -98,7 +105,7 @@ impl Backend for Vulkan {
             self.output(y, x.rows, w.rows)?;
             let (xb, yb) = (x.input("matmul")?, y.input("matmul")?);
             let n_t = x.rows;
-            self.submit(|r| {
+            self.record(|r| {
                 for (r0, part) in &m.parts {
                     self.k.matmul_into(r, part, xb, n_t, yb, (m.rows, *r0))?;
                 }
@@ -127,7 +134,7 @@ impl Backend for Vulkan {
         let run = || -> Result<(), VkError> {
             let xb = x.input("l2_norm")?;
             let n_heads = x.len().checked_div(head_dim).unwrap_or(0);
-            self.submit(|r| self.k.l2_norm(r, xb, n_heads, head_dim, eps))
+            self.record(|r| self.k.l2_norm(r, xb, n_heads, head_dim, eps))
         };
         self.check(run());
     }
@@ -139,7 +146,7 @@ impl Backend for Vulkan {
         };
         let run = || -> Result<(), VkError> {
             let (xb, cb) = (x.input("rope")?, cs.input("rope")?);
-            self.submit(|r| {
+            self.record(|r| {
                 self.k
                     .rope(r, pairs, xb, cb, x.rows, x.cols, head_dim, rope.n_rot)
             })
@@ -160,7 +167,8 @@ impl Backend for Vulkan {
         let mut run = || -> Result<(), VkError> {
             // The host cache stays the source of truth (snapshots, restores): the keys and
             // values go there too.
-            let (kh, vh) = (self.read(k)?, self.read(v)?);
+            let mut kv = self.read_all(&[k, v])?.into_iter();
+            let (kh, vh) = (kv.next().unwrap_or_default(), kv.next().unwrap_or_default());
             self.output(out, q.rows, shape.n_head * shape.head_dim)?;
             let ob = out.input("attention")?;
             for s in seqs.iter_mut() {
@@ -185,7 +193,7 @@ impl Backend for Vulkan {
     }
 
     fn conv1d(&self, seqs: &mut [SeqRun<'_>], layer: usize, x: &VkBuf, w: &[f32], out: &mut VkBuf) {
-        self.check(self.conv_run(seqs, ConvState::Layer(layer), (x, w, 1), out));
+        self.check(self.conv_run(seqs, Part::Conv(layer), (x, w, 1), out));
     }
 
     fn ple_conv(
@@ -196,7 +204,7 @@ impl Backend for Vulkan {
         dilation: usize,
         out: &mut VkBuf,
     ) {
-        self.check(self.conv_run(seqs, ConvState::Ple, (x, w, dilation), out));
+        self.check(self.conv_run(seqs, Part::PleConv, (x, w, dilation), out));
     }
 
     fn delta_rule(
@@ -239,7 +247,7 @@ impl Backend for Vulkan {
                 log_decay.input("delta_gates")?,
             );
             let heads = (ba.rows, nv, n_k_heads);
-            self.submit(|r| self.k.delta_gates(r, bab, (&dt, &ab), heads, bb, lb))
+            self.record(|r| self.k.delta_gates(r, bab, (&dt, &ab), heads, bb, lb))
         };
         self.check(run());
     }
@@ -247,7 +255,7 @@ impl Backend for Vulkan {
     fn add(&self, a: &mut VkBuf, b: &VkBuf) {
         let run = || -> Result<(), VkError> {
             let (ab, bb) = (a.input("add")?, b.input("add")?);
-            self.submit(|r| self.k.add(r, ab, bb, a.len()))
+            self.record(|r| self.k.add(r, ab, bb, a.len()))
         };
         self.check(run());
     }
@@ -255,7 +263,7 @@ impl Backend for Vulkan {
     fn scale(&self, x: &mut VkBuf, s: f32) {
         let run = || -> Result<(), VkError> {
             let xb = x.input("scale")?;
-            self.submit(|r| self.k.scale(r, xb, x.len(), s))
+            self.record(|r| self.k.scale(r, xb, x.len(), s))
         };
         self.check(run());
     }
@@ -269,7 +277,7 @@ impl Backend for Vulkan {
                 g.input("hc_collapse")?,
                 out.input("hc_collapse")?,
             );
-            self.submit(|r| self.k.hc_collapse(r, rb, gb, ob, rn.rows, n_streams, d))
+            self.record(|r| self.k.hc_collapse(r, rb, gb, ob, rn.rows, n_streams, d))
         };
         self.check(run());
     }
@@ -283,7 +291,7 @@ impl Backend for Vulkan {
             );
             let (n_t, hc) = (inj.rows, inj.cols);
             let d = y.cols;
-            self.submit(|rec| self.k.hc_expand_add(rec, rb, yb, ib, n_t, hc, d))
+            self.record(|rec| self.k.hc_expand_add(rec, rb, yb, ib, n_t, hc, d))
         };
         self.check(run());
     }
@@ -299,7 +307,7 @@ impl Backend for Vulkan {
                 val.input("ple_gate")?,
             );
             let ob = out.input("ple_gate")?;
-            self.submit(|r| self.k.ple_gate(r, bufs, ob, n_t, hc, d))
+            self.record(|r| self.k.ple_gate(r, bufs, ob, n_t, hc, d))
         };
         self.check(run());
     }
@@ -311,7 +319,7 @@ impl Backend for Vulkan {
         };
         let run = || -> Result<(), VkError> {
             let (gb, ub) = (gate.input("glu")?, up.input("glu")?);
-            self.submit(|r| self.k.glu(r, act, gb, ub, gate.len()))
+            self.record(|r| self.k.glu(r, act, gb, ub, gate.len()))
         };
         self.check(run());
     }
@@ -319,7 +327,7 @@ impl Backend for Vulkan {
     fn silu(&self, x: &mut VkBuf) {
         let run = || -> Result<(), VkError> {
             let xb = x.input("silu")?;
-            self.submit(|r| self.k.silu(r, xb, x.len()))
+            self.record(|r| self.k.silu(r, xb, x.len()))
         };
         self.check(run());
     }
@@ -339,7 +347,7 @@ impl Backend for Vulkan {
                 y.input("add_gated")?,
                 g.input("add_gated")?,
             );
-            self.submit(|r| self.k.add_gated(r, ob, yb, gb, out.cols, out.len()))
+            self.record(|r| self.k.add_gated(r, ob, yb, gb, out.cols, out.len()))
         };
         self.check(run());
     }
@@ -347,7 +355,7 @@ impl Backend for Vulkan {
     fn softcap(&self, x: &mut VkBuf, cap: f32) {
         let run = || -> Result<(), VkError> {
             let xb = x.input("softcap")?;
-            self.submit(|r| self.k.softcap(r, xb, x.len(), cap))
+            self.record(|r| self.k.softcap(r, xb, x.len(), cap))
         };
         self.check(run());
     }
@@ -411,6 +419,6 @@ impl Vulkan {
     /// `x ⊙ act(g)` in place.
     fn gated(&self, act: GateAct, x: &VkBuf, g: &VkBuf) -> Result<(), VkError> {
         let (xb, gb) = (x.input("gate")?, g.input("gate")?);
-        self.submit(|r| self.k.gate(r, act, xb, gb, x.len()))
+        self.record(|r| self.k.gate(r, act, xb, gb, x.len()))
     }
 }

@@ -14,6 +14,7 @@ use strata_engine::ops::qsa::{sparse_positions, BlockKeyWeights, QsaShape};
 use strata_engine::session::SeqRun;
 
 use super::{VkBuf, Vulkan};
+use crate::buffer::{Buffer, Location};
 use crate::error::VkError;
 use crate::sparse_attention::position_lists;
 use crate::transfer;
@@ -28,8 +29,9 @@ impl Vulkan {
         (shape, qsa, bk): (&AttnShape, &QsaShape, BlockKeyWeights<'_>),
         out: &mut VkBuf,
     ) -> Result<(), VkError> {
-        let (kh, vh) = (self.read(x.k)?, self.read(x.v)?);
-        let (iqh, ikh) = (self.read(x.iq)?, self.read(x.ik)?);
+        let mut host = self.read_all(&[x.k, x.v, x.iq, x.ik])?.into_iter();
+        let mut next = || host.next().unwrap_or_default();
+        let (kh, vh, iqh, ikh) = (next(), next(), next(), next());
         self.output(out, x.q.rows, shape.n_head * shape.head_dim)?;
         let ob = out.input("attend_qsa")?;
         let (di, iw) = (qsa.head_dim, qsa.n_head * qsa.head_dim);
@@ -47,7 +49,9 @@ impl Vulkan {
             let idx = if lists.iter().any(|l| !l.is_empty()) {
                 let words = position_lists(&lists);
                 let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-                Some(transfer::upload(&self.dev, &bytes)?)
+                let b = Buffer::new(&self.dev, bytes.len() as u64, Location::Device)?;
+                self.record(|r| transfer::write(r, &b, &bytes))?;
+                Some(b)
             } else {
                 None
             };
