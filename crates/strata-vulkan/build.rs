@@ -2,7 +2,8 @@
 //! writes `$OUT_DIR/spirv.rs`: one `pub const NAME: &[u8]` per compiled variant.
 //!
 //! Variants: `mul_mat_vec.comp` once per weight type (`TYPE_Q4_0`, …) and reduction
-//! (`USE_SUBGROUP` or shared memory), `get_rows.comp` once per weight type, every other
+//! (`USE_SUBGROUP` or shared memory), `mul_mm.comp` and `get_rows.comp` once per weight
+//! type, every other
 //! `*.comp` once. `#include "x.glsl"` reads `shaders/x.glsl`, else `$OUT_DIR/x.glsl`. A
 //! compile error fails the build with shaderc's message.
 //!
@@ -21,7 +22,7 @@ use std::{env, fs};
 #[path = "../strata-quant/src/iq_tables.rs"]
 mod iq_tables;
 
-/// Weight types of the matrix-vector and row-gather kernels: (name suffix, macro).
+/// Weight types of the matrix-vector, matrix-matrix and row-gather kernels: (name suffix, macro).
 const MATMUL_TYPES: &[(&str, &str)] = &[
     ("f32", "TYPE_F32"),
     ("f16", "TYPE_F16"),
@@ -97,6 +98,8 @@ fn main() {
                 &mut index,
             );
         }
+        let name = format!("mul_mm_{suffix}");
+        compile(&compiler, &dir, "mul_mm", &[ty], &name, &out, &mut index);
         let name = format!("get_rows_{suffix}");
         compile(&compiler, &dir, "get_rows", &[ty], &name, &out, &mut index);
     }

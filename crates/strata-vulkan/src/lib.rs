@@ -46,6 +46,7 @@ mod instance;
 mod kernels;
 mod kv_mirror;
 mod matmul;
+mod mul_mm;
 pub mod offload;
 mod pipeline;
 mod recorder;

@@ -1,4 +1,5 @@
-//! Quantized matrix-vector and small matrix-matrix products on weights in ggml block layout.
+//! Quantized matrix products on weights in ggml block layout: the matrix-vector kernel for
+//! up to [`MUL_MM_ABOVE_TOKENS`] tokens, the tiled kernel (`crate::mul_mm`) past that.
 
 use std::ops::Range;
 
@@ -14,6 +15,13 @@ use crate::transfer;
 
 /// Tokens one workgroup column of the kernel handles (`MAX_T` in `mul_mat_vec.comp`).
 const TOKENS_PER_GROUP: usize = 8;
+
+/// Products over more tokens than this run the tiled kernel (`mul_mm`, prefill); up to this
+/// many (decode, verify windows, small batches), `mul_mat_vec`. At ≤ 8 tokens the
+/// matrix-vector kernel already dequantizes each weight row once (one workgroup column), and
+/// a 32-token tile of `mul_mm` would be mostly empty; past it, `mul_mat_vec` dequantizes
+/// every row once per 8 tokens, `mul_mm` once per 32.
+pub(crate) const MUL_MM_ABOVE_TOKENS: usize = TOKENS_PER_GROUP;
 
 /// A weight matrix `[rows][cols]` on the device, bytes exactly as in the GGUF file (rows of
 /// `cols / block_size` blocks, no repacking).
@@ -71,9 +79,11 @@ impl QMatrix {
 
 impl Kernels {
     /// Records `y = x·Wᵀ (+ bias)`: `x` `[n_t][w.cols]` f32, `y` `[n_t][w.rows]` f32, `bias`
-    /// `[w.rows]`. One workgroup per weight row and group of 8 tokens; every weight block is
-    /// dequantized in f32 once per group (so the order of f32 sums differs from the CPU's:
-    /// results agree within ~1e-6 relative, not bits). The bias is a second dispatch.
+    /// `[w.rows]`. Up to 8 tokens: one workgroup per weight row (`mul_mat_vec`); more: one
+    /// workgroup per tile of 64 rows × 32 tokens (`mul_mm`). Every weight block is dequantized
+    /// in f32 once per group or tile (so the order of f32 sums differs from the CPU's, and
+    /// between the two kernels: results agree within ~1e-6 relative, not bits). The bias is
+    /// a second dispatch.
     ///
     /// Errors: [`VkError::Shape`] when a buffer is too small; pipeline errors.
     pub fn matmul<'a>(
@@ -143,6 +153,9 @@ impl Kernels {
         check_f32("matmul", "y", y, (t_off + n_t) * y_stride)?;
         if n_t == 0 || n_rows == 0 {
             return Ok(());
+        }
+        if n_t > MUL_MM_ABOVE_TOKENS && self.has_mul_mm() {
+            return self.mul_mm(rec, (w, w_rows), x, (t_off, n_t), y, (y_stride, y_off));
         }
         let (name, spirv) = shaders::mul_mat_vec(w.ty, self.reduction == Reduction::Subgroup)
             .ok_or(VkError::UnsupportedType(w.ty))?;

@@ -66,6 +66,29 @@ pub(crate) fn mul_mat_vec(ty: GgmlType, subgroup: bool) -> Option<(&'static str,
     }
 }
 
+/// The tiled matrix-matrix (prefill) kernel for weight type `ty` as `(name, SPIR-V)`; `None`
+/// for a type without a kernel.
+pub(crate) fn mul_mm(ty: GgmlType) -> Option<(&'static str, &'static [u8])> {
+    macro_rules! pick {
+        ($($t:ident => $k:ident;)*) => {
+            match ty {
+                $(GgmlType::$t => Some((stringify!($k), spirv::$k)),)*
+                _ => None,
+            }
+        };
+    }
+    pick! {
+        F32 => MUL_MM_F32; F16 => MUL_MM_F16; BF16 => MUL_MM_BF16;
+        Q4_0 => MUL_MM_Q4_0; Q4_1 => MUL_MM_Q4_1; Q5_0 => MUL_MM_Q5_0;
+        Q5_1 => MUL_MM_Q5_1; Q8_0 => MUL_MM_Q8_0; IQ4_NL => MUL_MM_IQ4_NL;
+        IQ4_XS => MUL_MM_IQ4_XS; Q2_K => MUL_MM_Q2_K; Q3_K => MUL_MM_Q3_K;
+        Q4_K => MUL_MM_Q4_K; Q5_K => MUL_MM_Q5_K; Q6_K => MUL_MM_Q6_K;
+        IQ2_XXS => MUL_MM_IQ2_XXS; IQ2_XS => MUL_MM_IQ2_XS; IQ2_S => MUL_MM_IQ2_S;
+        IQ3_XXS => MUL_MM_IQ3_XXS; IQ3_S => MUL_MM_IQ3_S; IQ1_S => MUL_MM_IQ1_S;
+        IQ1_M => MUL_MM_IQ1_M;
+    }
+}
+
 /// The row-gather kernel for weight type `ty` as `(name, SPIR-V)`; `None` for a type without
 /// a kernel.
 pub(crate) fn get_rows(ty: GgmlType) -> Option<(&'static str, &'static [u8])> {
