@@ -4,8 +4,10 @@
 // z · number of x groups, token tile = workgroup y). Over K in steps of BK = 32 (one
 // dequant_chunk), every invocation dequantizes one weight row's chunk into shared memory and
 // loads its share of the BN × BK tile of x, then accumulates a TM × TN register block of y
-// (rows rg + 8i, tokens tg + 8j) from the two shared tiles, in f32, in K order. Each weight
-// chunk is thus dequantized once per BN tokens instead of once per 8 (mul_mat_vec).
+// (rows rg + 8i, tokens tg + 8j) from the two shared tiles in f32. Each weight chunk is thus
+// dequantized once per BN tokens instead of once per 8 (mul_mat_vec). Sum order: each
+// chunk's dot in element order with fused multiply-adds from 0, then the chunks' dots in
+// chunk order — mul_mat_vec's order (chunk_dot.glsl), so both kernels give the same bits.
 // Push constants and bindings are mul_mat_vec's: w_row0 and t_off address a row range of W
 // (one expert of a 3-D expert tensor) and a run of x and y rows, y_stride and y_off the
 // columns of y (a row range of a split matrix). Ragged edges: rows past `rows` dequantize as
@@ -58,7 +60,7 @@ void main() {
     const bool row_in = r0 + tid < p.rows;
     const uint base = (p.w_row0 + r0 + tid) * p.row_bytes;
 
-    float acc[TM * TN];
+    precise float acc[TM * TN];
     [[unroll]] for (uint i = 0; i < TM * TN; i++) {
         acc[i] = 0.0;
     }
@@ -82,6 +84,11 @@ void main() {
                 t0 + t < p.n_t && e < p.cols ? x[(p.t_off + t0 + t) * p.cols + e] : 0.0;
         }
         barrier();
+        // This chunk's dots (chunk_dot.glsl's order), then added to the sums in chunk order.
+        precise float dot[TM * TN];
+        [[unroll]] for (uint i = 0; i < TM * TN; i++) {
+            dot[i] = 0.0;
+        }
         for (uint k = 0; k < BK; k++) {
             float a[TM], b[TN];
             [[unroll]] for (uint i = 0; i < TM; i++) {
@@ -92,9 +99,12 @@ void main() {
             }
             [[unroll]] for (uint i = 0; i < TM; i++) {
                 [[unroll]] for (uint j = 0; j < TN; j++) {
-                    acc[i * TN + j] += a[i] * b[j];
+                    dot[i * TN + j] = fma(a[i], b[j], dot[i * TN + j]);
                 }
             }
+        }
+        [[unroll]] for (uint i = 0; i < TM * TN; i++) {
+            acc[i] += dot[i];
         }
         barrier();
     }

@@ -64,7 +64,7 @@ pub use elementwise::{GluAct, RopePairs};
 pub use error::VkError;
 pub use gating::{Cols, GateAct};
 pub use instance::{adapters, Instance};
-pub use kernels::{Kernels, Reduction};
+pub use kernels::Kernels;
 pub use matmul::QMatrix;
 pub use pipeline::Pipeline;
 pub use recorder::Recorder;
