@@ -70,7 +70,9 @@ void main() {
                 sum += partial[i * MAX_T + tid];
             }
         }
-        barrier();
+        if (c0 + WG < chunks) {
+            barrier(); // the next round overwrites partial (uniform: every invocation agrees)
+        }
     }
     if (tid < nt) {
         y[(p.t_off + t0 + tid) * p.y_stride + p.y_off + row] = sum;
