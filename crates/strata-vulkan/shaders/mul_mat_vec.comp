@@ -4,18 +4,17 @@
 // tokens. w_row0 and t_off address a row range of W (one expert of a 3-D expert tensor) and
 // a run of x and y rows (the tokens routed to it), so an expert needs no copy of its own.
 // W is read in its ggml block layout from a word buffer (see dequant.glsl, one TYPE_* macro
-// per variant). Each invocation dequantizes 32-element chunks of the row (chunk c, c + WG,
-// …), dots them with every token's x, and the workgroup sums the partials: subgroupAdd then
-// shared memory across subgroups (USE_SUBGROUP), or a shared-memory tree otherwise.
-// The lattice i-quant variants also bind their grid and sign tables (binding 3, dequant.glsl).
+// per variant). The lattice i-quant variants also bind their grid and sign tables (binding
+// 3, dequant.glsl).
+// Sum order (chunk_dot.glsl): each 32-element chunk's dot in element order, then the chunks'
+// dots in chunk order, exactly as mul_mm.comp sums, so a token's output has the same bits
+// whichever kernel computes it (prefill chunks of any size give the same logits). In rounds
+// of WG chunks, invocation i dots chunk (round·WG + i) with every token into shared memory,
+// then invocation t adds token t's dots of the round in chunk order.
 
 #extension GL_EXT_control_flow_attributes : require
-#ifdef USE_SUBGROUP
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_arithmetic : require
-#endif
 
-// Workgroup size: a power of two, a multiple of the device's subgroup size.
+// Workgroup size: a power of two, at least MAX_T.
 layout(constant_id = 0) const uint WG = 32;
 layout(local_size_x_id = 0) in;
 
@@ -38,7 +37,9 @@ layout(std430, binding = 2) writeonly buffer Y { float y[]; };
 
 #include "dequant.glsl"
 
-// Per invocation (tree) or per subgroup (subgroupAdd) partial sums of every token.
+#include "chunk_dot.glsl"
+
+// partial[i][t]: the dot of chunk round·WG + i with token t.
 shared float partial[WG * MAX_T];
 
 void main() {
@@ -52,61 +53,28 @@ void main() {
     const uint base = (p.w_row0 + row) * p.row_bytes;
     const uint chunks = (p.cols + 31) / 32;
 
-    float acc[MAX_T];
-    [[unroll]] for (uint t = 0; t < MAX_T; t++) {
-        acc[t] = 0.0;
-    }
+    precise float sum = 0.0; // token t0 + tid's, in invocations tid < nt
     float v[32];
-    for (uint c = tid; c < chunks; c += WG) {
-        dequant_chunk(base, c, v);
-        const uint e0 = c * 32;
-        const uint n = min(32, p.cols - e0);
-        for (uint t = 0; t < nt; t++) {
-            const uint xo = (p.t_off + t0 + t) * p.cols + e0;
-            float s = 0.0;
-            for (uint i = 0; i < n; i++) {
-                s += v[i] * x[xo + i];
-            }
-            acc[t] += s;
-        }
-    }
-
-#ifdef USE_SUBGROUP
-    [[unroll]] for (uint t = 0; t < MAX_T; t++) {
-        acc[t] = subgroupAdd(acc[t]);
-    }
-    if (subgroupElect()) {
-        [[unroll]] for (uint t = 0; t < MAX_T; t++) {
-            partial[gl_SubgroupID * MAX_T + t] = acc[t];
-        }
-    }
-    barrier();
-    if (tid == 0) {
-        for (uint t = 0; t < nt; t++) {
-            float s = 0.0;
-            for (uint g = 0; g < gl_NumSubgroups; g++) {
-                s += partial[g * MAX_T + t];
-            }
-            y[(p.t_off + t0 + t) * p.y_stride + p.y_off + row] = s;
-        }
-    }
-#else
-    [[unroll]] for (uint t = 0; t < MAX_T; t++) {
-        partial[tid * MAX_T + t] = acc[t];
-    }
-    barrier();
-    for (uint s = WG / 2; s > 0; s >>= 1) {
-        if (tid < s) {
-            [[unroll]] for (uint t = 0; t < MAX_T; t++) {
-                partial[tid * MAX_T + t] += partial[(tid + s) * MAX_T + t];
+    for (uint c0 = 0; c0 < chunks; c0 += WG) {
+        const uint c = c0 + tid;
+        if (c < chunks) {
+            dequant_chunk(base, c, v);
+            for (uint t = 0; t < nt; t++) {
+                partial[tid * MAX_T + t] = chunk_dot(v, (p.t_off + t0 + t) * p.cols, c * 32);
             }
         }
         barrier();
-    }
-    if (tid == 0) {
-        for (uint t = 0; t < nt; t++) {
-            y[(p.t_off + t0 + t) * p.y_stride + p.y_off + row] = partial[t];
+        if (tid < nt) {
+            const uint n = min(WG, chunks - c0);
+            for (uint i = 0; i < n; i++) {
+                sum += partial[i * MAX_T + tid];
+            }
+        }
+        if (c0 + WG < chunks) {
+            barrier(); // the next round overwrites partial (uniform: every invocation agrees)
         }
     }
-#endif
+    if (tid < nt) {
+        y[(p.t_off + t0 + tid) * p.y_stride + p.y_off + row] = sum;
+    }
 }

@@ -47,6 +47,9 @@ pub struct AdapterInfo {
     /// Storage buffers one compute shader may bind (`maxPerStageDescriptorStorageBuffers`;
     /// Vulkan guarantees 4, GPUs and lavapipe offer far more; the kernels use at most 7).
     pub max_storage_buffers_per_stage: u32,
+    /// Bytes of shared memory one compute workgroup may use (`maxComputeSharedMemorySize`;
+    /// Vulkan guarantees 16 KiB, GPUs offer 32–64 KiB).
+    pub max_compute_shared_memory: u32,
     /// A queue family with compute, if any.
     pub compute_family: Option<u32>,
     /// A transfer-only queue family (a DMA engine), where the device has one.
@@ -164,6 +167,7 @@ impl AdapterInfo {
             storage_16bit: s16.storage_buffer16_bit_access == vk::TRUE,
             max_storage_buffer_range: props.limits.max_storage_buffer_range as u64,
             max_storage_buffers_per_stage: props.limits.max_per_stage_descriptor_storage_buffers,
+            max_compute_shared_memory: props.limits.max_compute_shared_memory_size,
             compute_family,
             transfer_family,
             physical: pd,

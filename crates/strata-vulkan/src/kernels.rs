@@ -13,15 +13,6 @@ use crate::pipeline::Pipeline;
 /// Most workgroups per grid dimension every device supports (`maxComputeWorkGroupCount`).
 pub(crate) const MAX_GROUPS: u32 = 65535;
 
-/// Which reduction the matrix-vector kernels use to sum a workgroup's partial dots.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reduction {
-    /// `subgroupAdd`, then shared memory across subgroups (needs subgroup arithmetic).
-    Subgroup,
-    /// A shared-memory tree only (any device).
-    SharedMemory,
-}
-
 /// The compute kernels on one device. Each pipeline is built the first time it is used
 /// (the driver compiles it then) and kept. Thread-safe: recorders on several threads may
 /// share one `Kernels`.
@@ -30,39 +21,17 @@ pub struct Kernels {
     /// Invocations per workgroup: a power of two from 32 to 128, four subgroups where the
     /// subgroup is small (32 on lavapipe's 8-wide subgroups, 128 on 32- and 64-wide).
     pub(crate) wg: u32,
-    pub(crate) reduction: Reduction,
     cache: Mutex<HashMap<&'static str, Arc<Pipeline>>>,
     /// The i-quants' grid and sign tables, uploaded on first use.
     iq_tables: Mutex<Option<Arc<Buffer>>>,
 }
 
 impl Kernels {
-    /// The kernels for `dev`, with the subgroup reduction where the device supports it.
+    /// The kernels for `dev`.
     pub fn new(dev: &Device) -> Self {
-        let r = if dev.info().subgroup_arithmetic {
-            Reduction::Subgroup
-        } else {
-            Reduction::SharedMemory
-        };
-        Self::with_reduction(dev, r)
-    }
-
-    /// The kernels for `dev` with reduction `r` (the tests run both on one device). A
-    /// [`Reduction::Subgroup`] on a device without subgroup arithmetic falls back to shared
-    /// memory.
-    pub fn with_reduction(dev: &Device, r: Reduction) -> Self {
-        let info = dev.info();
-        let sg = info.subgroup_size.max(1);
-        let reduction = if info.subgroup_arithmetic && sg.is_power_of_two() && sg <= 128 {
-            r
-        } else {
-            Reduction::SharedMemory
-        };
-        let wg = workgroup_size(sg);
         Self {
             dev: dev.clone(),
-            wg,
-            reduction,
+            wg: workgroup_size(dev.info().subgroup_size),
             cache: Mutex::new(HashMap::new()),
             iq_tables: Mutex::new(None),
         }
@@ -71,10 +40,6 @@ impl Kernels {
     /// Invocations per workgroup of the reducing kernels.
     pub fn workgroup_size(&self) -> u32 {
         self.wg
-    }
-
-    pub fn reduction(&self) -> Reduction {
-        self.reduction
     }
 
     /// The pipeline `name`, built from `spirv` on first use.

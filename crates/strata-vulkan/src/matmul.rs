@@ -1,4 +1,5 @@
-//! Quantized matrix-vector and small matrix-matrix products on weights in ggml block layout.
+//! Quantized matrix products on weights in ggml block layout: the matrix-vector kernel for
+//! up to [`MUL_MM_ABOVE_TOKENS`] tokens, the tiled kernel (`crate::mul_mm`) past that.
 
 use std::ops::Range;
 
@@ -7,13 +8,20 @@ use strata_quant::GgmlType;
 use crate::buffer::Buffer;
 use crate::device::Device;
 use crate::error::VkError;
-use crate::kernels::{check_f32, push, u32_of, Kernels, Reduction, MAX_GROUPS};
+use crate::kernels::{check_f32, push, u32_of, Kernels, MAX_GROUPS};
 use crate::recorder::Recorder;
 use crate::shaders;
 use crate::transfer;
 
 /// Tokens one workgroup column of the kernel handles (`MAX_T` in `mul_mat_vec.comp`).
 const TOKENS_PER_GROUP: usize = 8;
+
+/// Products over more tokens than this run the tiled kernel (`mul_mm`, prefill); up to this
+/// many (decode, verify windows, small batches), `mul_mat_vec`. At ≤ 8 tokens the
+/// matrix-vector kernel already dequantizes each weight row once (one workgroup column), and
+/// a 32-token tile of `mul_mm` would be mostly empty; past it, `mul_mat_vec` dequantizes
+/// every row once per 8 tokens, `mul_mm` once per 32.
+pub(crate) const MUL_MM_ABOVE_TOKENS: usize = TOKENS_PER_GROUP;
 
 /// A weight matrix `[rows][cols]` on the device, bytes exactly as in the GGUF file (rows of
 /// `cols / block_size` blocks, no repacking).
@@ -38,7 +46,7 @@ impl QMatrix {
         cols: usize,
         bytes: &[u8],
     ) -> Result<Self, VkError> {
-        if shaders::mul_mat_vec(ty, false).is_none() {
+        if shaders::mul_mat_vec(ty).is_none() {
             return Err(VkError::UnsupportedType(ty));
         }
         let bs = ty.block_size();
@@ -71,9 +79,12 @@ impl QMatrix {
 
 impl Kernels {
     /// Records `y = x·Wᵀ (+ bias)`: `x` `[n_t][w.cols]` f32, `y` `[n_t][w.rows]` f32, `bias`
-    /// `[w.rows]`. One workgroup per weight row and group of 8 tokens; every weight block is
-    /// dequantized in f32 once per group (so the order of f32 sums differs from the CPU's:
-    /// results agree within ~1e-6 relative, not bits). The bias is a second dispatch.
+    /// `[w.rows]`. Up to 8 tokens: one workgroup per weight row (`mul_mat_vec`); more: one
+    /// workgroup per tile of 64 rows × 32 tokens (`mul_mm`). Every weight block is dequantized
+    /// in f32 once per group or tile. Both kernels sum in one order (each 32-element chunk's
+    /// dot with fused multiply-adds, then the chunks in order), so a token's output has the
+    /// same bits at any token count; that order differs from the CPU's (results agree within
+    /// ~1e-6 relative, not bits). The bias is a second dispatch.
     ///
     /// Errors: [`VkError::Shape`] when a buffer is too small; pipeline errors.
     pub fn matmul<'a>(
@@ -144,8 +155,10 @@ impl Kernels {
         if n_t == 0 || n_rows == 0 {
             return Ok(());
         }
-        let (name, spirv) = shaders::mul_mat_vec(w.ty, self.reduction == Reduction::Subgroup)
-            .ok_or(VkError::UnsupportedType(w.ty))?;
+        if n_t > MUL_MM_ABOVE_TOKENS && self.has_mul_mm() {
+            return self.mul_mm(rec, (w, w_rows), x, (t_off, n_t), y, (y_stride, y_off));
+        }
+        let (name, spirv) = shaders::mul_mat_vec(w.ty).ok_or(VkError::UnsupportedType(w.ty))?;
         let tables = self.tables_for(w.ty)?;
         let p = self.pipeline(name, spirv, 3 + tables.is_some() as u32, 32, &[self.wg])?;
         let rows = u32_of("matmul", n_rows)?;

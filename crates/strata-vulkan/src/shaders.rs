@@ -25,44 +25,49 @@ pub(crate) fn uses_iq_tables(ty: GgmlType) -> bool {
     )
 }
 
-/// The matrix-vector kernel for weight type `ty` with a subgroup (`true`) or shared-memory
-/// reduction, as `(name, SPIR-V)`; `None` for a type without a kernel.
-pub(crate) fn mul_mat_vec(ty: GgmlType, subgroup: bool) -> Option<(&'static str, &'static [u8])> {
+/// The matrix-vector kernel for weight type `ty` as `(name, SPIR-V)`; `None` for a type
+/// without a kernel.
+pub(crate) fn mul_mat_vec(ty: GgmlType) -> Option<(&'static str, &'static [u8])> {
     macro_rules! pick {
-        ($($t:ident => $sg:ident, $sh:ident;)*) => {
+        ($($t:ident => $k:ident;)*) => {
             match ty {
-                $(GgmlType::$t => Some(if subgroup {
-                    (stringify!($sg), spirv::$sg)
-                } else {
-                    (stringify!($sh), spirv::$sh)
-                }),)*
+                $(GgmlType::$t => Some((stringify!($k), spirv::$k)),)*
                 _ => None,
             }
         };
     }
     pick! {
-        F32 => MUL_MAT_VEC_F32_SG, MUL_MAT_VEC_F32_SH;
-        F16 => MUL_MAT_VEC_F16_SG, MUL_MAT_VEC_F16_SH;
-        BF16 => MUL_MAT_VEC_BF16_SG, MUL_MAT_VEC_BF16_SH;
-        Q4_0 => MUL_MAT_VEC_Q4_0_SG, MUL_MAT_VEC_Q4_0_SH;
-        Q4_1 => MUL_MAT_VEC_Q4_1_SG, MUL_MAT_VEC_Q4_1_SH;
-        Q5_0 => MUL_MAT_VEC_Q5_0_SG, MUL_MAT_VEC_Q5_0_SH;
-        Q5_1 => MUL_MAT_VEC_Q5_1_SG, MUL_MAT_VEC_Q5_1_SH;
-        Q8_0 => MUL_MAT_VEC_Q8_0_SG, MUL_MAT_VEC_Q8_0_SH;
-        IQ4_NL => MUL_MAT_VEC_IQ4_NL_SG, MUL_MAT_VEC_IQ4_NL_SH;
-        IQ4_XS => MUL_MAT_VEC_IQ4_XS_SG, MUL_MAT_VEC_IQ4_XS_SH;
-        Q2_K => MUL_MAT_VEC_Q2_K_SG, MUL_MAT_VEC_Q2_K_SH;
-        Q3_K => MUL_MAT_VEC_Q3_K_SG, MUL_MAT_VEC_Q3_K_SH;
-        Q4_K => MUL_MAT_VEC_Q4_K_SG, MUL_MAT_VEC_Q4_K_SH;
-        Q5_K => MUL_MAT_VEC_Q5_K_SG, MUL_MAT_VEC_Q5_K_SH;
-        Q6_K => MUL_MAT_VEC_Q6_K_SG, MUL_MAT_VEC_Q6_K_SH;
-        IQ2_XXS => MUL_MAT_VEC_IQ2_XXS_SG, MUL_MAT_VEC_IQ2_XXS_SH;
-        IQ2_XS => MUL_MAT_VEC_IQ2_XS_SG, MUL_MAT_VEC_IQ2_XS_SH;
-        IQ2_S => MUL_MAT_VEC_IQ2_S_SG, MUL_MAT_VEC_IQ2_S_SH;
-        IQ3_XXS => MUL_MAT_VEC_IQ3_XXS_SG, MUL_MAT_VEC_IQ3_XXS_SH;
-        IQ3_S => MUL_MAT_VEC_IQ3_S_SG, MUL_MAT_VEC_IQ3_S_SH;
-        IQ1_S => MUL_MAT_VEC_IQ1_S_SG, MUL_MAT_VEC_IQ1_S_SH;
-        IQ1_M => MUL_MAT_VEC_IQ1_M_SG, MUL_MAT_VEC_IQ1_M_SH;
+        F32 => MUL_MAT_VEC_F32; F16 => MUL_MAT_VEC_F16; BF16 => MUL_MAT_VEC_BF16;
+        Q4_0 => MUL_MAT_VEC_Q4_0; Q4_1 => MUL_MAT_VEC_Q4_1; Q5_0 => MUL_MAT_VEC_Q5_0;
+        Q5_1 => MUL_MAT_VEC_Q5_1; Q8_0 => MUL_MAT_VEC_Q8_0; IQ4_NL => MUL_MAT_VEC_IQ4_NL;
+        IQ4_XS => MUL_MAT_VEC_IQ4_XS; Q2_K => MUL_MAT_VEC_Q2_K; Q3_K => MUL_MAT_VEC_Q3_K;
+        Q4_K => MUL_MAT_VEC_Q4_K; Q5_K => MUL_MAT_VEC_Q5_K; Q6_K => MUL_MAT_VEC_Q6_K;
+        IQ2_XXS => MUL_MAT_VEC_IQ2_XXS; IQ2_XS => MUL_MAT_VEC_IQ2_XS;
+        IQ2_S => MUL_MAT_VEC_IQ2_S; IQ3_XXS => MUL_MAT_VEC_IQ3_XXS; IQ3_S => MUL_MAT_VEC_IQ3_S;
+        IQ1_S => MUL_MAT_VEC_IQ1_S; IQ1_M => MUL_MAT_VEC_IQ1_M;
+    }
+}
+
+/// The tiled matrix-matrix (prefill) kernel for weight type `ty` as `(name, SPIR-V)`; `None`
+/// for a type without a kernel.
+pub(crate) fn mul_mm(ty: GgmlType) -> Option<(&'static str, &'static [u8])> {
+    macro_rules! pick {
+        ($($t:ident => $k:ident;)*) => {
+            match ty {
+                $(GgmlType::$t => Some((stringify!($k), spirv::$k)),)*
+                _ => None,
+            }
+        };
+    }
+    pick! {
+        F32 => MUL_MM_F32; F16 => MUL_MM_F16; BF16 => MUL_MM_BF16;
+        Q4_0 => MUL_MM_Q4_0; Q4_1 => MUL_MM_Q4_1; Q5_0 => MUL_MM_Q5_0;
+        Q5_1 => MUL_MM_Q5_1; Q8_0 => MUL_MM_Q8_0; IQ4_NL => MUL_MM_IQ4_NL;
+        IQ4_XS => MUL_MM_IQ4_XS; Q2_K => MUL_MM_Q2_K; Q3_K => MUL_MM_Q3_K;
+        Q4_K => MUL_MM_Q4_K; Q5_K => MUL_MM_Q5_K; Q6_K => MUL_MM_Q6_K;
+        IQ2_XXS => MUL_MM_IQ2_XXS; IQ2_XS => MUL_MM_IQ2_XS; IQ2_S => MUL_MM_IQ2_S;
+        IQ3_XXS => MUL_MM_IQ3_XXS; IQ3_S => MUL_MM_IQ3_S; IQ1_S => MUL_MM_IQ1_S;
+        IQ1_M => MUL_MM_IQ1_M;
     }
 }
 

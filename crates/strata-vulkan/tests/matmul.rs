@@ -8,7 +8,8 @@ use strata_quant::GgmlType;
 use strata_vulkan::{transfer, Buffer, Location, QMatrix, Recorder, MATMUL_TYPES};
 
 /// Tolerance of max |Δ| / max |y|: both sides multiply the same dequantized f32 weights, so
-/// only the order of the f32 sums differs (the GPU's partial sums per 32-element chunk).
+/// only the order of the f32 sums differs (the GPU's partial sums per 32-element chunk, or
+/// one running sum per output in the tiled kernel).
 fn tolerance(ty: GgmlType) -> f32 {
     match ty {
         GgmlType::F32 => 1e-5,
@@ -93,15 +94,25 @@ fn reference(ty: GgmlType, w: &[u8], rows: usize, cols: usize, x: &[f32]) -> Vec
 #[test]
 fn matmul_matches_cpu_for_every_weight_type() {
     let Some(dev) = common::device() else { return };
-    for k in common::kernel_sets(&dev) {
+    let k = strata_vulkan::Kernels::new(&dev);
+    {
         for &ty in MATMUL_TYPES {
             let bs = ty.block_size();
             let kq = if bs == 256 { 256 } else { 32 };
-            // (rows, cols, tokens): a matrix-vector product, a small matrix-matrix product
-            // over two token groups, and for float types a row that ends inside a chunk.
-            let mut shapes = vec![(37, 3 * kq, 1), (70, 2 * kq, 11)];
+            // (rows, cols, tokens): the matrix-vector kernel at 1 and 8 tokens (one full
+            // token group); the tiled kernel (over 8 tokens) with ragged edges everywhere:
+            // 70 rows = a 64-row tile and 6, 9 tokens, 33 = a 32-token tile and 1, 70 = two
+            // and 6, 130 rows over three row tiles, K over several blocks and 32-wide steps;
+            // for float types rows that end inside a chunk, on both kernels.
+            let mut shapes = vec![
+                (37, 3 * kq, 1),
+                (70, 2 * kq, 8),
+                (70, 2 * kq, 9),
+                (130, 3 * kq, 33),
+                (37, kq, 70),
+            ];
             if bs == 1 {
-                shapes.push((9, 100, 3));
+                shapes.extend([(9, 100, 3), (9, 100, 12)]);
             }
             for (i, &(rows, cols, n_t)) in shapes.iter().enumerate() {
                 let seed = 1000 * i as u64 + ty as u64;
@@ -120,8 +131,7 @@ fn matmul_matches_cpu_for_every_weight_type() {
                 let got = transfer::read_f32(&dev, &yb, n_t * rows).expect("read y");
                 let err = common::rel_err(&got, &want);
                 eprintln!(
-                    "matmul {ty:?} {rows}x{cols} T={n_t} ({:?}, wg {}): max|Δ|/max|y| = {err:.2e}",
-                    k.reduction(),
+                    "matmul {ty:?} {rows}x{cols} T={n_t} (wg {}): max|Δ|/max|y| = {err:.2e}",
                     k.workgroup_size()
                 );
                 assert!(
@@ -147,6 +157,105 @@ fn matmul_rejects_bad_shapes_without_panicking() {
     let y = Buffer::new(&dev, 8, Location::Device).expect("alloc y");
     let mut rec = Recorder::new(&dev).expect("recorder");
     assert!(k.matmul(&mut rec, &w, &x, 1, &y, None).is_err());
+}
+
+#[test]
+fn matmul_gives_a_token_the_same_bits_at_any_token_count() {
+    // Batch invariance: 12 tokens at once (the tiled kernel), as 8 + 4 (the matrix-vector
+    // kernel, two runs) and tokens 3..12 alone (the tiled kernel, another tile position) must
+    // give every token's row bit for bit, for every weight type (70 rows: a ragged row tile;
+    // float rows that end inside a chunk).
+    let Some(dev) = common::device() else { return };
+    let k = strata_vulkan::Kernels::new(&dev);
+    for &ty in MATMUL_TYPES {
+        let bs = ty.block_size();
+        let (rows, n_t) = (70, 12);
+        let cols = if bs == 1 { 100 } else { 2 * bs.max(32) };
+        let wb = weights(ty, rows, cols, 400 + ty as u64);
+        let x = common::values(n_t * cols, 401);
+        let w = QMatrix::upload(&dev, ty, rows, cols, &wb).expect("upload weights");
+        let xb = transfer::upload_f32(&dev, &x).expect("upload x");
+        let runs: [&[(usize, usize)]; 3] = [&[(0, 12)], &[(0, 8), (8, 4)], &[(3, 9)]];
+        let mut outs = Vec::new();
+        for parts in runs {
+            let yb = transfer::upload_f32(&dev, &vec![0.0; n_t * rows]).expect("alloc y");
+            let mut rec = Recorder::new(&dev).expect("recorder");
+            for &(t_off, n) in parts {
+                k.matmul_rows(&mut rec, (&w, 0..rows), &xb, (t_off, n), &yb, (rows, 0))
+                    .expect("record matmul_rows");
+            }
+            rec.submit().expect("submit");
+            outs.push(transfer::read_f32(&dev, &yb, n_t * rows).expect("read y"));
+        }
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&outs[0]), bits(&outs[1]), "{ty:?}: 12 tokens vs 8 + 4");
+        assert_eq!(
+            bits(&outs[0][3 * rows..]),
+            bits(&outs[2][3 * rows..]),
+            "{ty:?}: 12 tokens vs tokens 3..12"
+        );
+    }
+}
+
+#[test]
+fn matmul_rows_writes_only_its_block_at_weight_token_and_column_offsets() {
+    // One expert's rows of an expert tensor over the tokens routed to it, into some columns
+    // of a wider y (Kernels::matmul_rows): rows 40..121 of 150 (ragged tiles), tokens from
+    // row 3 of x and y, columns 10..91 of 100. Both kernels: 5 tokens (matrix-vector) and
+    // 33 (tiled). Every y value outside the block must keep its sentinel.
+    let Some(dev) = common::device() else { return };
+    let k = strata_vulkan::Kernels::new(&dev);
+    let (rows, w_rows, t_off, y_stride, y_off) = (150, 40..121, 3, 100, 10);
+    for (ty, n_t) in [
+        (GgmlType::Q4_K, 5),
+        (GgmlType::Q4_K, 33),
+        (GgmlType::IQ2_XS, 33),
+    ] {
+        let cols = 2 * ty.block_size();
+        let wb = weights(ty, rows, cols, 300 + n_t as u64);
+        let total_t = t_off + n_t + 2;
+        let x = common::values(total_t * cols, 301);
+        let row_bytes = wb.len() / rows;
+        let block = &wb[w_rows.start * row_bytes..w_rows.end * row_bytes];
+        let x_run = &x[t_off * cols..(t_off + n_t) * cols];
+        let part = reference(ty, block, w_rows.len(), cols, x_run);
+        let sentinel = 7.25f32;
+        let mut want = vec![sentinel; total_t * y_stride];
+        for t in 0..n_t {
+            for r in 0..w_rows.len() {
+                want[(t_off + t) * y_stride + y_off + r] = part[t * w_rows.len() + r];
+            }
+        }
+
+        let w = QMatrix::upload(&dev, ty, rows, cols, &wb).expect("upload weights");
+        let xb = transfer::upload_f32(&dev, &x).expect("upload x");
+        let yb = transfer::upload_f32(&dev, &vec![sentinel; total_t * y_stride]).expect("y");
+        let mut rec = Recorder::new(&dev).expect("recorder");
+        k.matmul_rows(
+            &mut rec,
+            (&w, w_rows.clone()),
+            &xb,
+            (t_off, n_t),
+            &yb,
+            (y_stride, y_off),
+        )
+        .expect("record matmul_rows");
+        rec.submit().expect("submit");
+        let got = transfer::read_f32(&dev, &yb, want.len()).expect("read y");
+        let outside = got
+            .iter()
+            .zip(&want)
+            .filter(|(_, w)| **w == sentinel)
+            .filter(|(g, _)| **g != sentinel)
+            .count();
+        assert_eq!(
+            outside, 0,
+            "{ty:?} T={n_t}: values written outside the block"
+        );
+        let err = common::rel_err(&got, &want);
+        eprintln!("matmul_rows {ty:?} rows {w_rows:?} T={n_t}: max|Δ|/max|y| = {err:.2e}");
+        assert!(err <= tolerance(ty), "{ty:?} T={n_t}: {err:e}");
+    }
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Shared by the kernel tests: the device to test on, and the comparison measure.
 
-use strata_vulkan::{Device, Kernels, Reduction};
+use strata_vulkan::Device;
 
 /// The Vulkan device under test (adapter `STRATA_VK_DEVICE`, default 0; CI selects lavapipe
 /// with `VK_ICD_FILENAMES`). Without one: panics when `CI=true` (a CI machine must test the
@@ -20,17 +20,6 @@ pub fn device() -> Option<Device> {
             None
         }
     }
-}
-
-/// The kernel sets to run: the device's default, and the shared-memory reduction where the
-/// default uses subgroups.
-#[allow(dead_code)] // not every test file uses it
-pub fn kernel_sets(dev: &Device) -> Vec<Kernels> {
-    let mut sets = vec![Kernels::new(dev)];
-    if sets[0].reduction() == Reduction::Subgroup {
-        sets.push(Kernels::with_reduction(dev, Reduction::SharedMemory));
-    }
-    sets
 }
 
 /// max |got − want| / max |want| (or the plain max |Δ| when `want` is all zeros).
