@@ -61,6 +61,7 @@ fn bench_gemm(c: &mut Criterion) {
         T::IQ4_NL,
         T::Q5_K,
         T::IQ4_XS,
+        T::IQ3_XXS,
     ];
     let best = Isa::best();
     for ty in types {
@@ -69,7 +70,7 @@ fn bench_gemm(c: &mut Criterion) {
             if n % ty.block_size() != 0 {
                 continue;
             }
-            // IQ4_XS has no quantizer here: Q4_K-sized random bytes with sane scales.
+            // IQ4_XS and IQ3_XXS have no quantizer here: random bytes with sane scales.
             let w = if strata_quant::supports_quantize(ty) {
                 rows(ty, ROWS, n, 1)
             } else {
