@@ -158,31 +158,60 @@ impl Kernels {
         if n_t > MUL_MM_ABOVE_TOKENS && self.has_mul_mm() {
             return self.mul_mm(rec, (w, w_rows), x, (t_off, n_t), y, (y_stride, y_off));
         }
-        let (name, spirv) = shaders::mul_mat_vec(w.ty).ok_or(VkError::UnsupportedType(w.ty))?;
-        let tables = self.tables_for(w.ty)?;
-        let p = self.pipeline(name, spirv, 3 + tables.is_some() as u32, 32, &[self.wg])?;
+        let kernel = shaders::mul_mat_vec(w.ty).ok_or(VkError::UnsupportedType(w.ty))?;
         let rows = u32_of("matmul", n_rows)?;
-        let args = push(&[
-            rows,
-            u32_of("matmul", w.cols)?,
-            u32_of("matmul", w.row_bytes)?,
-            u32_of("matmul", n_t)?,
-            u32_of("matmul", y_stride)?,
-            u32_of("matmul", y_off)?,
-            u32_of("matmul", w_rows.start)?,
-            u32_of("matmul", t_off)?,
-        ]);
         let groups = [
             rows.min(MAX_GROUPS),
             u32_of("matmul", n_t.div_ceil(TOKENS_PER_GROUP))?,
             rows.div_ceil(MAX_GROUPS),
         ];
+        let args = matmul_params(w, &w_rows, (t_off, n_t), (y_stride, y_off))?;
+        self.dispatch_matmul(rec, (kernel, &[self.wg]), (w, x, y), &args, groups)
+    }
+
+    /// Records a dispatch of the matmul kernel `(name, spirv)` (specialization constants
+    /// `spec`) over W, x and y, and the i-quant tables after them where `w`'s type reads them.
+    ///
+    /// Errors: pipeline errors.
+    pub(crate) fn dispatch_matmul<'a>(
+        &self,
+        rec: &mut Recorder<'a>,
+        ((name, spirv), spec): ((&'static str, &[u8]), &[u32]),
+        (w, x, y): (&'a QMatrix, &'a Buffer, &'a Buffer),
+        args: &[u8],
+        groups: [u32; 3],
+    ) -> Result<(), VkError> {
+        let tables = self.tables_for(w.ty)?;
+        let p = self.pipeline(name, spirv, 3 + tables.is_some() as u32, 32, spec)?;
         match &tables {
             Some(t) => {
                 rec.keep_shared(t);
-                rec.record_dispatch(&p, &[&w.buf, x, y, t], &args, groups)
+                rec.record_dispatch(&p, &[&w.buf, x, y, t], args, groups)
             }
-            None => rec.dispatch(&p, &[&w.buf, x, y], &args, groups),
+            None => rec.dispatch(&p, &[&w.buf, x, y], args, groups),
         }
     }
+}
+
+/// The push constants of `mul_mat_vec.comp` and `mul_mm.comp` (their shared `Params`): the
+/// rows `w_rows` of `w` against `n_t` rows of x and y from `t_off`, into y columns
+/// `y_off..` of `y_stride`.
+///
+/// Errors: [`VkError::Shape`] for a value over `u32`.
+pub(crate) fn matmul_params(
+    w: &QMatrix,
+    w_rows: &Range<usize>,
+    (t_off, n_t): (usize, usize),
+    (y_stride, y_off): (usize, usize),
+) -> Result<Vec<u8>, VkError> {
+    Ok(push(&[
+        u32_of("matmul", w_rows.len())?,
+        u32_of("matmul", w.cols)?,
+        u32_of("matmul", w.row_bytes)?,
+        u32_of("matmul", n_t)?,
+        u32_of("matmul", y_stride)?,
+        u32_of("matmul", y_off)?,
+        u32_of("matmul", w_rows.start)?,
+        u32_of("matmul", t_off)?,
+    ]))
 }

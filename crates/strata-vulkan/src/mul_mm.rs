@@ -5,8 +5,8 @@ use std::ops::Range;
 
 use crate::buffer::Buffer;
 use crate::error::VkError;
-use crate::kernels::{push, u32_of, Kernels, MAX_GROUPS};
-use crate::matmul::QMatrix;
+use crate::kernels::{u32_of, Kernels, MAX_GROUPS};
+use crate::matmul::{matmul_params, QMatrix};
 use crate::recorder::Recorder;
 use crate::shaders;
 
@@ -39,31 +39,14 @@ impl Kernels {
         y: &'a Buffer,
         (y_stride, y_off): (usize, usize),
     ) -> Result<(), VkError> {
-        let (name, spirv) = shaders::mul_mm(w.ty).ok_or(VkError::UnsupportedType(w.ty))?;
-        let tables = self.tables_for(w.ty)?;
-        let p = self.pipeline(name, spirv, 3 + tables.is_some() as u32, 32, &[])?;
-        let args = push(&[
-            u32_of("matmul", w_rows.len())?,
-            u32_of("matmul", w.cols)?,
-            u32_of("matmul", w.row_bytes)?,
-            u32_of("matmul", n_t)?,
-            u32_of("matmul", y_stride)?,
-            u32_of("matmul", y_off)?,
-            u32_of("matmul", w_rows.start)?,
-            u32_of("matmul", t_off)?,
-        ]);
+        let kernel = shaders::mul_mm(w.ty).ok_or(VkError::UnsupportedType(w.ty))?;
         let row_tiles = u32_of("matmul", w_rows.len().div_ceil(TILE_ROWS))?;
         let groups = [
             row_tiles.min(MAX_GROUPS),
             u32_of("matmul", n_t.div_ceil(TILE_TOKENS))?,
             row_tiles.div_ceil(MAX_GROUPS),
         ];
-        match &tables {
-            Some(t) => {
-                rec.keep_shared(t);
-                rec.record_dispatch(&p, &[&w.buf, x, y, t], &args, groups)
-            }
-            None => rec.dispatch(&p, &[&w.buf, x, y], &args, groups),
-        }
+        let args = matmul_params(w, &w_rows, (t_off, n_t), (y_stride, y_off))?;
+        self.dispatch_matmul(rec, (kernel, &[]), (w, x, y), &args, groups)
     }
 }
