@@ -1,6 +1,7 @@
 //! The decode roofline: how fast a token could possibly be decoded if every weight byte a
 //! token needs were read from DRAM exactly once at the machine's measured read bandwidth.
 
+use strata_engine::config::ModelConfig;
 use strata_gguf::GgufModel;
 
 /// Weight bytes one decoded token reads from a GGUF: every tensor, except that the token
@@ -33,6 +34,22 @@ pub fn bytes_per_token(model: &GgufModel) -> u64 {
             }
         })
         .sum()
+}
+
+/// Recurrent-state bytes one decoded token reads and writes back: per Gated DeltaNet layer
+/// of the trunk, the delta-rule state (`n_v_heads × head_k_dim × head_v_dim` f32, 2 MiB in
+/// Qwen3-Next) and the convolution's last `d_conv − 1` inputs (`conv_dim` f32 each), each
+/// counted twice (read, then written). Too large to stay in cache between tokens while the
+/// weights stream through it, it is DRAM traffic that [`bytes_per_token`] leaves out. 0 for
+/// a model without recurrent layers.
+pub fn state_bytes_per_token(cfg: &ModelConfig) -> u64 {
+    let Some(s) = cfg.ssm.as_ref() else {
+        return 0;
+    };
+    let layers = (0..cfg.n_layer).filter(|il| cfg.is_recurrent(*il)).count();
+    let delta = s.n_v_heads * s.head_k_dim * s.head_v_dim;
+    let conv = s.d_conv.saturating_sub(1) * s.conv_dim();
+    (2 * layers * (delta + conv) * std::mem::size_of::<f32>()) as u64
 }
 
 /// Layers of the forward pass: `block_count` less the MTP layers that follow them
