@@ -132,7 +132,11 @@ mod tests {
             };
             let (kernel, channels) = (conv.info.shape[0], conv.info.shape[1]);
             let heads = model.tensor(&format!("blk.{il}.ssm_a")).unwrap().info.shape[0];
-            let d = model.tensor(&format!("blk.{il}.ssm_norm.weight")).unwrap().info.shape[0];
+            let d = model
+                .tensor(&format!("blk.{il}.ssm_norm.weight"))
+                .unwrap()
+                .info
+                .shape[0];
             want += 2 * 4 * (heads * d * d + (kernel - 1) * channels);
         }
         assert!(want > 0, "the tiny model has recurrent layers");

@@ -29,9 +29,9 @@ use crate::ops::axpy;
 use crate::ops::linear::{matmul_many, ActRows, Activations, MatmulOut, Matrix, FUSED};
 use crate::pool::Pool;
 use grouped::{grouped_matmul, GroupedScratch};
-use smallvec::SmallVec;
 pub use placement::{Placement, Unit};
 pub use route::{route, Groups, Routing};
+use smallvec::SmallVec;
 
 /// A 3-D expert tensor `[n_expert][rows][cols]` (ggml `ne = [cols, rows, n_expert]`).
 #[derive(Clone, Copy, Debug)]
