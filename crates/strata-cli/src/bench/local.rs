@@ -165,6 +165,11 @@ pub struct Roofline {
     pub bytes_per_token: u64,
     /// `mem_read_gbs / bytes_per_token`, tok/s.
     pub roofline_tps: f64,
+    /// Recurrent-state bytes one token reads and writes (see
+    /// [`super::roofline::state_bytes_per_token`]); 0 without recurrent layers.
+    pub state_bytes_per_token: u64,
+    /// `mem_read_gbs / (bytes_per_token + state_bytes_per_token)`, tok/s.
+    pub roofline_with_state_tps: f64,
 }
 
 impl Roofline {
@@ -173,10 +178,13 @@ impl Roofline {
         eprintln!("  measuring DRAM read bandwidth ({threads} threads)…");
         let gbs = super::membw::read_bandwidth_gbs(threads, 5);
         let bytes = super::roofline::bytes_per_token(model.gguf());
+        let state = super::roofline::state_bytes_per_token(model.config());
         Roofline {
             mem_read_gbs: gbs,
             bytes_per_token: bytes,
             roofline_tps: super::roofline::roofline_tps(gbs, bytes),
+            state_bytes_per_token: state,
+            roofline_with_state_tps: super::roofline::roofline_tps(gbs, bytes + state),
         }
     }
 
@@ -188,12 +196,26 @@ impl Roofline {
             self.bytes_per_token as f64 / 1e6,
             self.roofline_tps
         );
+        if self.state_bytes_per_token > 0 {
+            s += &format!(
+                "with {:.1} MB of recurrent state read and written per token: roofline {:.1} tok/s\n",
+                self.state_bytes_per_token as f64 / 1e6,
+                self.roofline_with_state_tps
+            );
+        }
         for r in results.iter().filter(|r| r.n_gen > 0) {
             s += &format!(
-                "{}: {:.0} % of the roofline\n",
+                "{}: {:.0} % of the roofline",
                 r.test,
                 100.0 * r.avg_ts / self.roofline_tps
             );
+            if self.state_bytes_per_token > 0 {
+                s += &format!(
+                    " ({:.0} % with the state)",
+                    100.0 * r.avg_ts / self.roofline_with_state_tps
+                );
+            }
+            s += "\n";
         }
         s
     }

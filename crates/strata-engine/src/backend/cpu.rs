@@ -18,7 +18,7 @@ use crate::ops::delta_net::{
 use crate::ops::gate::{mul_silu_in_place, sigmoid, silu_in_place, softplus};
 use crate::ops::hyper::{hc_collapse, hc_expand_add};
 use crate::ops::linear::{matmul, matmul_many, Activations, MatmulOut, Matrix, FUSED};
-use crate::ops::moe::{moe_ffn, MoeScratch, MoeWeights, Placement};
+use crate::ops::moe::{moe_ffn, moe_ffn_with, MoeScratch, MoeWeights, Placement};
 use crate::ops::norm::{rms_norm_groups, rms_norm_rows, rms_norm_rows_in_place};
 use crate::ops::ple::ple_gate;
 use crate::ops::qsa::{qsa_attention, BlockKeyWeights, QsaShape};
@@ -495,6 +495,30 @@ impl Backend for Cpu<'_> {
     ) -> Result<(), EngineError> {
         out.resize(x.rows(), w.router.cols);
         moe_ffn(self.pool, self.placement, w, x, out.write(), scratch)
+    }
+
+    fn moe_and_matmuls(
+        &self,
+        w: &MoeWeights,
+        x: &mut Activations,
+        out: &mut Activations,
+        scratch: &mut MoeScratch,
+        outs: &mut [MatmulTo<'_, '_, Self>],
+    ) -> Result<(), EngineError> {
+        out.resize(x.rows(), w.router.cols);
+        let mut also: smallvec::SmallVec<[MatmulOut<'_, '_>; FUSED]> = outs
+            .iter_mut()
+            .map(|o| {
+                o.y.resize(x.rows(), o.w.rows);
+                MatmulOut {
+                    w: o.w,
+                    bias: o.bias,
+                    y: o.y.write(),
+                }
+            })
+            .collect();
+        let (pool, place) = (self.pool, self.placement);
+        moe_ffn_with(pool, place, w, x, out.write(), scratch, &mut also)
     }
 
     fn upload(&self, src: &[f32], cols: usize, b: &mut Activations) {

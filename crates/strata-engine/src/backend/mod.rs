@@ -349,6 +349,24 @@ pub trait Backend: Sync {
         scratch: &mut <Self::Mem as Memory>::MoeScratch,
     ) -> Result<(), EngineError>;
 
+    /// [`Backend::moe`] of `x` and [`Backend::matmuls`] of the same `x` into `outs` (a shared
+    /// expert's projections), each output as those ops would write it (bit for bit); a
+    /// backend may run the router with `outs` as one fused op. The default runs `matmuls`,
+    /// then `moe`.
+    ///
+    /// Errors: as [`Backend::moe`] and [`Backend::matmul`].
+    fn moe_and_matmuls(
+        &self,
+        w: &MoeWeights,
+        x: &mut Buf<Self>,
+        out: &mut Buf<Self>,
+        scratch: &mut <Self::Mem as Memory>::MoeScratch,
+        outs: &mut [MatmulTo<'_, '_, Self>],
+    ) -> Result<(), EngineError> {
+        self.matmuls(x, outs)?;
+        self.moe(w, x, out, scratch)
+    }
+
     /// Writes host data `src` (`[rows][cols]`) into `b` (resized).
     fn upload(&self, src: &[f32], cols: usize, b: &mut Buf<Self>);
 

@@ -195,8 +195,15 @@ impl Activations {
 const W_TILE_BYTES: usize = 192 << 10;
 /// Tokens per prefill tile.
 const TOK_TILE: usize = 64;
-/// Decode splits the rows into this many tasks per worker (balance against a busy core).
+/// Prefill cuts rows finer when there are fewer token tiles than this many tasks per worker.
 const TASKS_PER_WORKER: usize = 4;
+/// Decode splits the rows into this many tasks per worker: a one-token task only streams its
+/// rows, and the last task of a round is what the other worker waits for (a core lent to
+/// another process, a late wake-up), so small tasks keep the round's tail short.
+const DECODE_TASKS_PER_WORKER: usize = 16;
+/// Fewest weight bytes of a decode task: each one restarts the kernel's DRAM streams and
+/// prefetch.
+const DECODE_TASK_BYTES: usize = 64 << 10;
 
 thread_local! {
     /// A tile's outputs `[tokens][rows]` when they are not contiguous in `y`.
@@ -207,9 +214,10 @@ thread_local! {
 /// Rows come in multiples of 16 (whole cache lines of output).
 fn tile_shape(rows: usize, row_bytes: usize, t_n: usize, workers: usize) -> (usize, usize) {
     let round16 = |n: usize| n.div_ceil(16).max(1) * 16;
-    let for_balance = round16(rows.div_ceil(TASKS_PER_WORKER * workers));
     if t_n == 1 {
-        return (for_balance.min(rows), 1);
+        let for_balance = round16(rows.div_ceil(DECODE_TASKS_PER_WORKER * workers));
+        let for_streams = round16(DECODE_TASK_BYTES.div_ceil(row_bytes.max(1)));
+        return (for_balance.max(for_streams).min(rows), 1);
     }
     let for_cache = round16(W_TILE_BYTES / row_bytes.max(1));
     let tok = if t_n <= TOK_TILE + TOK_TILE / 2 {

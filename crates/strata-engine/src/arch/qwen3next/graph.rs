@@ -13,7 +13,7 @@
 
 use std::ops::Range;
 
-use super::shared_expert::{shared_expert_add, SharedScratch};
+use super::shared_expert::{moe_and_shared_expert, SharedScratch};
 use super::weights::{HybridWeights, Mixer};
 use super::{gated_attention, gated_delta_net};
 use crate::arch::dense::graph::Ws;
@@ -82,12 +82,13 @@ pub fn forward<B: Backend>(
         }
         be.add(&mut ws.x, &ws.xb2);
         be.rms_norm(&ws.x, &lw.ffn_norm, cfg.rms_eps, &mut ws.xb);
-        be.moe(&lw.moe, &mut ws.xb, &mut ws.xb2, &mut ws.moe)?;
-        shared_expert_add(
+        moe_and_shared_expert(
             be,
+            &lw.moe,
             &lw.shared,
             &mut ws.xb,
             &mut ws.xb2,
+            &mut ws.moe,
             &mut ws.hybrid.shared,
         )?;
         be.add(&mut ws.x, &ws.xb2);

@@ -19,7 +19,7 @@ use std::ops::Range;
 use super::weights::{Layer, Mixer, Qwen4ExpWeights};
 use super::{attention, gated_delta_net, hyper, ple};
 use crate::arch::dense::graph::Ws;
-use crate::arch::qwen3next::shared_expert::{shared_expert_add, SharedScratch};
+use crate::arch::qwen3next::shared_expert::{moe_and_shared_expert, SharedScratch};
 use crate::backend::{Backend, Buf, Memory};
 use crate::config::ModelConfig;
 use crate::error::EngineError;
@@ -107,9 +107,8 @@ fn layer<B: Backend>(
     }
     be.hc_expand_add(&mut ws.x, &ws.xb2, &ws.qwen4exp.hc.inj);
     hyper::mix(be, cfg, &lw.hc_ffn, &ws.x, &mut ws.qwen4exp.hc, &mut ws.xb)?;
-    be.moe(&lw.moe, &mut ws.xb, &mut ws.xb2, &mut ws.moe)?;
-    let shared = &mut ws.qwen4exp.shared;
-    shared_expert_add(be, &lw.shared, &mut ws.xb, &mut ws.xb2, shared)?;
+    let (x, out, shared) = (&mut ws.xb, &mut ws.xb2, &mut ws.qwen4exp.shared);
+    moe_and_shared_expert(be, &lw.moe, &lw.shared, x, out, &mut ws.moe, shared)?;
     be.hc_expand_add(&mut ws.x, &ws.xb2, &ws.qwen4exp.hc.inj);
     Ok(())
 }

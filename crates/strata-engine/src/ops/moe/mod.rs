@@ -26,11 +26,12 @@ use std::ops::Range;
 use crate::error::EngineError;
 use crate::ops::activation::swiglu;
 use crate::ops::axpy;
-use crate::ops::linear::{matmul, ActRows, Activations, Matrix};
+use crate::ops::linear::{matmul_many, ActRows, Activations, MatmulOut, Matrix, FUSED};
 use crate::pool::Pool;
 use grouped::{grouped_matmul, GroupedScratch};
 pub use placement::{Placement, Unit};
 pub use route::{route, Groups, Routing};
+use smallvec::SmallVec;
 
 /// A 3-D expert tensor `[n_expert][rows][cols]` (ggml `ne = [cols, rows, n_expert]`).
 #[derive(Clone, Copy, Debug)]
@@ -167,8 +168,8 @@ impl Gathered {
 /// in the four steps of the module docs, with experts placed by `place`.
 ///
 /// Gate and up of all chosen experts are one pool run, down another; the activations are
-/// quantized once. Bit-identical to one [`matmul`] per expert and matrix, for any pool.
-/// `out`: `[T][n_embd]`, overwritten.
+/// quantized once. Bit-identical to one [`crate::ops::linear::matmul`] per expert and
+/// matrix, for any pool. `out`: `[T][n_embd]`, overwritten.
 ///
 /// Errors: unsupported weight types; [`EngineError::NoExpertUnit`] when `place` puts a chosen
 /// expert on a device (this function computes the CPU's share only).
@@ -180,15 +181,47 @@ pub fn moe_ffn(
     out: &mut [f32],
     s: &mut MoeScratch,
 ) -> Result<(), EngineError> {
+    moe_ffn_with(pool, place, w, x, out, s, &mut [])
+}
+
+/// [`moe_ffn`], and the products `also` of the same input `x` (a shared expert's gate, up and
+/// gate logit) computed in the router's pool round: one fork-join instead of two, and the
+/// router's 4 MiB of F32 rows share the round's tiles with them. Each output keeps the bits
+/// of its own [`crate::ops::linear::matmul`] ([`matmul_many`]); `also[i].y`: `[T][w.rows]`.
+///
+/// Errors: as [`moe_ffn`].
+pub fn moe_ffn_with(
+    pool: &Pool,
+    place: &Placement,
+    w: &MoeWeights,
+    x: &mut Activations,
+    out: &mut [f32],
+    s: &mut MoeScratch,
+    also: &mut [MatmulOut<'_, '_>],
+) -> Result<(), EngineError> {
     let (n_expert, k) = (w.gate.n_expert, w.n_used);
     let d = w.router.cols;
     let t_n = out.len() / d;
+    // 1. Route (the router's logits with the other products of `x`).
+    s.probs.resize(t_n * n_expert, 0.0);
+    {
+        // On the stack: decode allocates nothing (tests/decode_allocations.rs).
+        let mut parts: SmallVec<[MatmulOut<'_, '_>; FUSED]> = SmallVec::new();
+        parts.push(MatmulOut {
+            w: &w.router,
+            bias: None,
+            y: &mut s.probs,
+        });
+        parts.extend(also.iter_mut().map(|o| MatmulOut {
+            w: o.w,
+            bias: o.bias,
+            y: &mut *o.y,
+        }));
+        matmul_many(pool, x, &mut parts)?;
+    }
     if t_n == 0 {
         return Ok(());
     }
-    // 1. Route.
-    s.probs.resize(t_n * n_expert, 0.0);
-    matmul(pool, &w.router, None, x, &mut s.probs)?;
     s.routing.fill(&mut s.probs, n_expert, k, w.norm_topk);
     s.groups.build(&s.routing.ids, n_expert);
 

@@ -1,4 +1,5 @@
 use super::*;
+use crate::ops::linear::matmul;
 
 #[test]
 fn route_picks_the_largest_probabilities_and_renormalises() {
@@ -151,6 +152,70 @@ fn grouped_experts_equal_one_matmul_per_expert_bit_for_bit_on_any_pool() {
                     .zip(&want)
                     .all(|(a, b)| a.to_bits() == b.to_bits());
                 assert!(same, "{ty} T={t_n} workers={workers}");
+            }
+        }
+    }
+}
+
+#[test]
+fn products_in_the_routers_round_equal_their_own_matmuls_bit_for_bit() {
+    use strata_gguf::GgmlType::{F32, Q4_K, Q8_0};
+    let (n_expert, k, d, n_ff) = (6, 3, 256, 512);
+    let w = MoeWeights {
+        layer: 0,
+        router: leak_quantized(F32, n_expert, d, 1),
+        gate: ExpertTensor::new(leak_quantized(Q4_K, n_expert * n_ff, d, 2), n_expert),
+        up: ExpertTensor::new(leak_quantized(Q4_K, n_expert * n_ff, d, 3), n_expert),
+        down: ExpertTensor::new(leak_quantized(Q8_0, n_expert * d, n_ff, 4), n_expert),
+        n_used: k,
+        norm_topk: true,
+    };
+    // A shared expert's gate and up (Q4_K) and its one-row F32 gate logit.
+    let also_w = [
+        leak_quantized(Q4_K, 256, d, 5),
+        leak_quantized(Q4_K, 256, d, 6),
+        leak_quantized(F32, 1, d, 7),
+    ];
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for t_n in [1, 5, 130] {
+        let x: Vec<f32> = (0..t_n * d).map(|i| (i as f32 * 0.37).sin()).collect();
+        let acts = || {
+            let mut xa = Activations::default();
+            xa.resize(t_n, d);
+            xa.write().copy_from_slice(&x);
+            xa
+        };
+        for workers in [1, 3] {
+            let pool = crate::pool::Pool::new(crate::pool::PoolOptions {
+                workers,
+                ..Default::default()
+            });
+            let place = Placement::cpu_only();
+            let mut want = vec![0.0; t_n * d];
+            let mut s = MoeScratch::default();
+            moe_ffn(&pool, &place, &w, &mut acts(), &mut want, &mut s).unwrap();
+            let want_also: Vec<Vec<f32>> = also_w
+                .iter()
+                .map(|m| {
+                    let mut y = vec![0.0; t_n * m.rows];
+                    matmul(&pool, m, None, &mut acts(), &mut y).unwrap();
+                    y
+                })
+                .collect();
+
+            let mut ys: Vec<Vec<f32>> = also_w.iter().map(|m| vec![0.0; t_n * m.rows]).collect();
+            let mut also: Vec<MatmulOut<'_, '_>> = also_w
+                .iter()
+                .zip(ys.iter_mut())
+                .map(|(w, y)| MatmulOut { w, bias: None, y })
+                .collect();
+            let mut out = vec![0.0; t_n * d];
+            let mut s = MoeScratch::default();
+            moe_ffn_with(&pool, &place, &w, &mut acts(), &mut out, &mut s, &mut also).unwrap();
+            drop(also);
+            assert_eq!(bits(&out), bits(&want), "experts T={t_n} workers={workers}");
+            for (i, (y, want)) in ys.iter().zip(&want_also).enumerate() {
+                assert_eq!(bits(y), bits(want), "product {i} T={t_n} workers={workers}");
             }
         }
     }
