@@ -7,14 +7,18 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::super::tile::{run, Job, Tile};
+use crate::dot::x86::avx2::iq2::nibble_scales;
+use crate::dot::x86::avx2::iq3::iq3_s_indices;
 use crate::dot::x86::avx2::k_quants::{q6_k_quants, q6_k_scale_pair, AffineK};
-use crate::dot::x86::avx2::lattice::{even_signs, points32, u32_at};
+use crate::dot::x86::avx2::lattice::{bits_at, even_signs, pick_pair, points32, points64, u32_at};
 use crate::dot::x86::avx2::legacy::{Affine, Signed};
 use crate::dot::x86::avx2::q4_k;
+use crate::dot::x86::bytes_from_bits;
 use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps, hsum_ps128, load32, nibbles32, IntDot};
-use crate::iq3::BlockIQ3_XXS;
+use crate::iq2::BlockIQ2_S;
+use crate::iq3::{BlockIQ3_S, BlockIQ3_XXS};
 use crate::iq4::BlockIQ4_XS;
-use crate::iq_tables::{IQ3XXS_GRID, KVALUES_IQ4NL};
+use crate::iq_tables::{IQ2S_GRID, IQ3S_GRID, IQ3XXS_GRID, KVALUES_IQ4NL};
 use crate::k_quants::{scales_mins_k4, BlockQ4_K, BlockQ5_K, BlockQ6_K};
 use crate::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 use crate::q8_k::BlockQ8_K;
@@ -40,6 +44,8 @@ pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
         T::Q6_K => run::<Q6K<M>, 4, 4>(job),
         T::IQ4_XS => run::<IQ4XS<M>, 4, 4>(job),
         T::IQ3_XXS => run::<IQ3XXS<M>, 2, 4>(job),
+        T::IQ3_S => run::<Lattice<BlockIQ3_S, M>, 2, 4>(job),
+        T::IQ2_S => run::<Lattice<BlockIQ2_S, M>, 2, 4>(job),
         _ => false,
     }
 }
@@ -367,6 +373,111 @@ impl<M: IntDot> Tile for IQ3XXS<M> {
     #[inline(always)]
     unsafe fn finish(acc: [__m256; 2], _: &[BlockIQ3_XXS], _: &[BlockQ8_K]) -> f32 {
         0.25 * hsum_ps(acc[0])
+    }
+}
+
+/// A lattice i-quant block whose `vec_dot` (`dot/x86/avx2/iq2.rs`, `iq3.rs`) negates the
+/// activation bytes where a sign bit is set (`negate_where`): per 32 elements, the grid
+/// bytes, the byte mask of the sign bits and the i16 multipliers, and the kernel's final
+/// constant.
+pub(super) trait SignedLattice: Block {
+    /// The constant the kernel multiplies its sum by (IQ2_S 1/8, IQ3_S 1).
+    const FINAL: f32;
+    /// Grid bytes, sign byte masks (0xFF where negated) and multipliers of the 8 groups.
+    ///
+    /// # Safety
+    /// AVX2, FMA, F16C and `M`'s instructions are available.
+    unsafe fn groups<M: IntDot>(&self) -> [[__m256i; 8]; 3];
+}
+
+impl SignedLattice for BlockIQ2_S {
+    const FINAL: f32 = 0.125;
+    #[inline(always)]
+    unsafe fn groups<M: IntDot>(&self) -> [[__m256i; 8]; 3] {
+        let x = self;
+        let scales = nibble_scales(&x.scales);
+        let mut out = [[_mm256_setzero_si256(); 8]; 3];
+        for ib in 0..8 {
+            let qh = x.qh[ib] as usize;
+            let g = |l: usize| IQ2S_GRID[x.qs[4 * ib + l] as usize | ((qh >> (2 * l)) & 3) << 8];
+            out[0][ib] = points64([g(0), g(1), g(2), g(3)]);
+            out[1][ib] = bytes_from_bits(bits_at(&x.qs, 32 + 4 * ib));
+            out[2][ib] = pick_pair(scales[ib / 4], 2 * (ib % 4));
+        }
+        out
+    }
+}
+
+impl SignedLattice for BlockIQ3_S {
+    const FINAL: f32 = 1.0;
+    #[inline(always)]
+    unsafe fn groups<M: IntDot>(&self) -> [[__m256i; 8]; 3] {
+        let x = self;
+        let index = iq3_s_indices(x);
+        let mut out = [[_mm256_setzero_si256(); 8]; 3];
+        for ib in 0..8 {
+            out[0][ib] = if M::GATHER {
+                let at = index.as_ptr().add(8 * ib).cast();
+                let index = _mm256_cvtepu16_epi32(_mm_loadu_si128(at));
+                // SAFETY: every index has 9 bits, IQ3S_GRID has 512 entries.
+                _mm256_i32gather_epi32::<4>(IQ3S_GRID.as_ptr().cast(), index)
+            } else {
+                points32(std::array::from_fn(|k| {
+                    IQ3S_GRID[(index[8 * ib + k] & 511) as usize]
+                }))
+            };
+            out[1][ib] = bytes_from_bits(bits_at(&x.signs, 4 * ib));
+            let s = (x.scales[ib / 2] >> (4 * (ib % 2))) & 0x0f;
+            out[2][ib] = _mm256_set1_epi16(2 * s as i16 + 1);
+        }
+        out
+    }
+}
+
+/// IQ2_S and IQ3_S against Q8_K: one block per step, one chain; the grid gather, sign masks
+/// and scales decoded once per row, a token costing its sign flips and multiply-adds.
+pub(super) struct Lattice<X, M>(PhantomData<(X, M)>);
+
+impl<X: SignedLattice, M: IntDot> Tile for Lattice<X, M> {
+    type W = X;
+    type A = BlockQ8_K;
+    const STEP: usize = 1;
+    const CHAINS: usize = 1;
+    /// [`SignedLattice::groups`], `[d, ..]`.
+    type Dec = ([[__m256i; 8]; 3], __m128);
+    /// Quants, `[d_y, ..]`.
+    type Prep = (*const i8, __m128);
+    type Acc = __m256;
+
+    #[inline(always)]
+    unsafe fn decode(w: *const X) -> Self::Dec {
+        ((*w).groups::<M>(), f16x4(block_ptr(&*w)))
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
+        let y = &*a;
+        (y.qs.as_ptr(), _mm_set_ss(y.scale()))
+    }
+    #[inline(always)]
+    unsafe fn zero() -> __m256 {
+        _mm256_setzero_ps()
+    }
+    #[inline(always)]
+    unsafe fn step(acc: __m256, w: &Self::Dec, a: &Self::Prep) -> __m256 {
+        let [grid, mask, ls] = &w.0;
+        let mut sums = [_mm256_setzero_si256(); 2];
+        for ib in 0..8 {
+            let y = load32(a.0.add(32 * ib));
+            let yq = _mm256_sub_epi8(_mm256_xor_si256(y, mask[ib]), mask[ib]);
+            sums[ib % 2] = M::madd_i16(sums[ib % 2], _mm256_maddubs_epi16(grid[ib], yq), ls[ib]);
+        }
+        let d = _mm_mul_ss(w.1, a.1);
+        let sum = _mm256_add_epi32(sums[0], sums[1]);
+        _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm256_cvtepi32_ps(sum), acc)
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [__m256; 2], _: &[X], _: &[BlockQ8_K]) -> f32 {
+        X::FINAL * hsum_ps(acc[0])
     }
 }
 

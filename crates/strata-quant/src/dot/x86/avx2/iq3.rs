@@ -42,7 +42,7 @@ pub(crate) unsafe fn iq3_xxs<M: IntDot>(x: &[BlockIQ3_XXS], y: &[BlockQ8_K]) -> 
 /// The 64 nine-bit grid indices of an IQ3_S block, computed 16 at a time: byte `qs[j]` with
 /// bit `j % 16` of the little-endian u16 `qh[j / 16]` as bit 8.
 #[inline(always)]
-unsafe fn iq3_s_indices(x: &BlockIQ3_S) -> [u16; 64] {
+pub(crate) unsafe fn iq3_s_indices(x: &BlockIQ3_S) -> [u16; 64] {
     let mut index = [0u16; 64];
     let bit = _mm256_setr_epi16(
         1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, -32768,

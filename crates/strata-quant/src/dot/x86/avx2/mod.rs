@@ -4,8 +4,8 @@
 pub(super) mod float;
 mod iq;
 mod iq1;
-mod iq2;
-mod iq3;
+pub(crate) mod iq2;
+pub(crate) mod iq3;
 pub(super) mod k_low;
 pub(crate) mod k_quants;
 pub(crate) mod lattice;
