@@ -52,7 +52,7 @@ entry_point!(
     gemm_avx512,
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
     |ty, job| match ty {
-        GgmlType::IQ3_XXS | GgmlType::IQ3_S | GgmlType::IQ2_S => {
+        GgmlType::IQ3_S | GgmlType::IQ2_S => {
             avx2::gemm::<Avx512Vnni>(ty, job)
         }
         _ => avx512::gemm(ty, job),
