@@ -6,6 +6,7 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::super::tile::{caches_rows, run, Job, Tile};
+use super::avx2::SignedLattice;
 use super::reduce::{hsum4_ps128, lanes, reduce4};
 use crate::dot::x86::avx2::lattice::{even_signs, u32_at};
 use crate::dot::x86::avx2::legacy as avx2;
@@ -14,7 +15,8 @@ use crate::dot::x86::avx512::legacy::{Affine, Offset};
 use crate::dot::x86::avx512::q4_k;
 use crate::dot::x86::hsum_ps;
 use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps128, Avx512Vnni};
-use crate::iq3::BlockIQ3_XXS;
+use crate::iq2::BlockIQ2_S;
+use crate::iq3::{BlockIQ3_S, BlockIQ3_XXS};
 use crate::iq4::BlockIQ4_XS;
 use crate::iq_tables::{IQ3XXS_GRID, KVALUES_IQ4NL};
 use crate::k_quants::scales_mins_k4;
@@ -43,6 +45,8 @@ pub(super) unsafe fn gemm(ty: GgmlType, job: Job<'_>) -> bool {
         T::Q6_K => run::<Q6K, 4, 4>(job),
         T::IQ4_XS => run::<IQ4XS, 4, 4>(job),
         T::IQ3_XXS => run::<IQ3XXS, 2, 4>(job),
+        T::IQ3_S => run::<Lattice<BlockIQ3_S>, 2, 4>(job),
+        T::IQ2_S => run::<Lattice<BlockIQ2_S>, 2, 4>(job),
         _ => false,
     }
 }
@@ -563,5 +567,69 @@ impl Tile for IQ3XXS {
     #[inline(always)]
     unsafe fn finish(acc: [__m256; 2], _: &[BlockIQ3_XXS], _: &[BlockQ8_K]) -> f32 {
         0.25 * hsum_ps(acc[0])
+    }
+}
+
+/// One 512-bit register of two 256-bit halves.
+#[inline(always)]
+unsafe fn halves(lo: __m256i, hi: __m256i) -> __m512i {
+    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
+}
+
+/// IQ2_S and IQ3_S against Q8_K, two groups of 32 in each 512-bit step: the AVX2 tiles'
+/// decode ([`SignedLattice::groups`]) paired into 512-bit registers, the sign masks as mask
+/// registers. Bit-identical to this path's `vec_dot` (the AVX2 kernels with `vpdpwssd`) for
+/// the reason given at [`IQ3XXS`].
+pub(super) struct Lattice<X>(PhantomData<X>);
+
+impl<X: SignedLattice> Tile for Lattice<X> {
+    type W = X;
+    type A = BlockQ8_K;
+    const STEP: usize = 1;
+    const CHAINS: usize = 1;
+    /// Grid bytes, sign masks and multipliers of group pairs, `[d, ..]`.
+    type Dec = ([__m512i; 4], [__mmask64; 4], [__m512i; 4], __m128);
+    /// Quants, `[d_y, ..]`.
+    type Prep = (*const i8, __m128);
+    type Acc = __m256;
+
+    #[inline(always)]
+    unsafe fn decode(w: *const X) -> Self::Dec {
+        let [g, m, l] = (*w).groups::<Avx512Vnni>();
+        let pair = |v: &[__m256i; 8], p: usize| halves(v[2 * p], v[2 * p + 1]);
+        (
+            std::array::from_fn(|p| pair(&g, p)),
+            std::array::from_fn(|p| _mm512_movepi8_mask(pair(&m, p))),
+            std::array::from_fn(|p| pair(&l, p)),
+            f16x4(block_ptr(&*w)),
+        )
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
+        let y = &*a;
+        (y.qs.as_ptr(), _mm_set_ss(y.scale()))
+    }
+    #[inline(always)]
+    unsafe fn zero() -> __m256 {
+        _mm256_setzero_ps()
+    }
+    #[inline(always)]
+    unsafe fn step(acc: __m256, w: &Self::Dec, a: &Self::Prep) -> __m256 {
+        let mut sum = _mm512_setzero_si512();
+        for p in 0..4 {
+            let y = _mm512_loadu_si512(a.0.add(64 * p).cast());
+            let yq = _mm512_mask_sub_epi8(y, w.1[p], _mm512_setzero_si512(), y);
+            sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(w.0[p], yq), w.2[p]);
+        }
+        let sum = _mm256_add_epi32(
+            _mm512_castsi512_si256(sum),
+            _mm512_extracti64x4_epi64::<1>(sum),
+        );
+        let d = _mm_mul_ss(w.3, a.1);
+        _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm256_cvtepi32_ps(sum), acc)
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [__m256; 2], _: &[X], _: &[BlockQ8_K]) -> f32 {
+        X::FINAL * hsum_ps(acc[0])
     }
 }

@@ -11,7 +11,7 @@ mod avx512;
 mod reduce;
 
 use super::tile::Job;
-use crate::dot::x86::{Avx512Vnni, AvxVnni, AvxVnniEvex, Madd};
+use crate::dot::x86::{AvxVnni, AvxVnniEvex, Madd};
 use strata_gguf::GgmlType;
 
 macro_rules! entry_point {
@@ -46,15 +46,8 @@ entry_point!(
     |ty, job| avx2::gemm::<AvxVnniEvex>(ty, job)
 );
 
-// Types without an AVX-512 kernel run the AVX2 kernels with AVX-512 VNNI's integer dot in
-// `dot/x86` (`vec_dot_avx512`); their tiles do the same.
 entry_point!(
     gemm_avx512,
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
-    |ty, job| match ty {
-        GgmlType::IQ3_S | GgmlType::IQ2_S => {
-            avx2::gemm::<Avx512Vnni>(ty, job)
-        }
-        _ => avx512::gemm(ty, job),
-    }
+    |ty, job| avx512::gemm(ty, job)
 );
