@@ -62,6 +62,8 @@ fn bench_gemm(c: &mut Criterion) {
         T::Q5_K,
         T::IQ4_XS,
         T::IQ3_XXS,
+        T::IQ3_S,
+        T::IQ2_S,
     ];
     let best = Isa::best();
     for ty in types {
@@ -70,7 +72,7 @@ fn bench_gemm(c: &mut Criterion) {
             if n % ty.block_size() != 0 {
                 continue;
             }
-            // IQ4_XS and IQ3_XXS have no quantizer here: random bytes with sane scales.
+            // IQ4_XS and the i-quants have no quantizer here: random bytes with sane scales.
             let w = if strata_quant::supports_quantize(ty) {
                 rows(ty, ROWS, n, 1)
             } else {
