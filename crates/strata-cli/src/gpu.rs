@@ -56,9 +56,13 @@ fn offload(
     (n_ctx, kv): (usize, KvType),
 ) -> Result<(), String> {
     use strata_vulkan::offload::{default_budget, offload};
-    use strata_vulkan::Vulkan;
+    use strata_vulkan::{VkError, Vulkan};
 
-    let vk = Vulkan::new(device).map_err(|e| format!("no Vulkan device {device} ({e})"))?;
+    let vk = Vulkan::new(device).map_err(|e| match e {
+        // These say which device is missing and why.
+        VkError::NoLoader(_) | VkError::NoDevice(_) => e.to_string(),
+        e => format!("Vulkan device {device}: {e}"),
+    })?;
     let info = vk.device().info().clone();
     let budget = budget.unwrap_or_else(|| default_budget(&info));
     let n_layer = model.config().n_layer;
