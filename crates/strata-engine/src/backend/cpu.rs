@@ -83,6 +83,23 @@ fn per_seq<'s, 'a>(
     })
 }
 
+/// `outs` as [`matmul_many`]'s outputs, each `y` resized to `[rows][w.rows]`.
+fn matmul_outs<'a, 'w>(
+    rows: usize,
+    outs: &'a mut [MatmulTo<'_, 'w, Cpu<'_>>],
+) -> smallvec::SmallVec<[MatmulOut<'a, 'w>; FUSED]> {
+    outs.iter_mut()
+        .map(|o| {
+            o.y.resize(rows, o.w.rows);
+            MatmulOut {
+                w: o.w,
+                bias: o.bias,
+                y: o.y.write(),
+            }
+        })
+        .collect()
+}
+
 impl Backend for Cpu<'_> {
     type Mem = HostMem;
 
@@ -150,17 +167,7 @@ impl Backend for Cpu<'_> {
         x: &mut Activations,
         outs: &mut [MatmulTo<'_, '_, Self>],
     ) -> Result<(), EngineError> {
-        let mut parts: smallvec::SmallVec<[MatmulOut<'_, '_>; FUSED]> = outs
-            .iter_mut()
-            .map(|o| {
-                o.y.resize(x.rows(), o.w.rows);
-                MatmulOut {
-                    w: o.w,
-                    bias: o.bias,
-                    y: o.y.write(),
-                }
-            })
-            .collect();
+        let mut parts = matmul_outs(x.rows(), outs);
         matmul_many(self.pool, x, &mut parts)
     }
 
@@ -506,17 +513,7 @@ impl Backend for Cpu<'_> {
         outs: &mut [MatmulTo<'_, '_, Self>],
     ) -> Result<(), EngineError> {
         out.resize(x.rows(), w.router.cols);
-        let mut also: smallvec::SmallVec<[MatmulOut<'_, '_>; FUSED]> = outs
-            .iter_mut()
-            .map(|o| {
-                o.y.resize(x.rows(), o.w.rows);
-                MatmulOut {
-                    w: o.w,
-                    bias: o.bias,
-                    y: o.y.write(),
-                }
-            })
-            .collect();
+        let mut also = matmul_outs(x.rows(), outs);
         let (pool, place) = (self.pool, self.placement);
         moe_ffn_with(pool, place, w, x, out.write(), scratch, &mut also)
     }

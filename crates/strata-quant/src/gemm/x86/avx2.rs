@@ -43,7 +43,7 @@ pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
         T::Q5_K => run::<AffineKTile<BlockQ5_K, M>, 4, 4>(job),
         T::Q6_K => run::<Q6K<M>, 4, 4>(job),
         T::IQ4_XS => run::<IQ4XS<M>, 4, 4>(job),
-        T::IQ3_XXS => run::<IQ3XXS<M>, 2, 4>(job),
+        T::IQ3_XXS => run::<Lattice<BlockIQ3_XXS, M>, 2, 4>(job),
         T::IQ3_S => run::<Lattice<BlockIQ3_S, M>, 2, 4>(job),
         T::IQ2_S => run::<Lattice<BlockIQ2_S, M>, 2, 4>(job),
         _ => false,
@@ -311,77 +311,12 @@ impl<M: IntDot> Tile for IQ4XS<M> {
     }
 }
 
-/// IQ3_XXS against Q8_K (`dot/x86/avx2/iq3.rs`): one block per step, one chain. The lattice
-/// points (a table gather) and the sign and scale decode are done once per row; a token costs
-/// its sign flips, `vpmaddubsw` and the scaled i16 multiply-add of each 32 elements.
-pub(super) struct IQ3XXS<M>(PhantomData<M>);
-
-impl<M: IntDot> Tile for IQ3XXS<M> {
-    type W = BlockIQ3_XXS;
-    type A = BlockQ8_K;
-    const STEP: usize = 1;
-    const CHAINS: usize = 1;
-    /// Grid bytes and sign multipliers of the 8 groups of 32, their odd multipliers
-    /// `2 s + 1` as i16, `[d, ..]`.
-    type Dec = ([__m256i; 8], [__m256i; 8], [i16; 8], __m128);
-    /// Quants, `[d_y, ..]`.
-    type Prep = (*const i8, __m128);
-    type Acc = __m256;
-
-    #[inline(always)]
-    unsafe fn decode(w: *const BlockIQ3_XXS) -> Self::Dec {
-        let x = &*w;
-        let mut grid = [_mm256_setzero_si256(); 8];
-        let mut signs = [_mm256_setzero_si256(); 8];
-        let mut ls = [0i16; 8];
-        for ib in 0..8 {
-            let q = &x.qs[8 * ib..8 * ib + 8];
-            grid[ib] = if M::GATHER {
-                let index = _mm256_cvtepu8_epi32(_mm_loadl_epi64(q.as_ptr().cast()));
-                // SAFETY: every index is a byte, IQ3XXS_GRID has 256 entries.
-                _mm256_i32gather_epi32::<4>(IQ3XXS_GRID.as_ptr().cast(), index)
-            } else {
-                points32(std::array::from_fn(|k| IQ3XXS_GRID[q[k] as usize]))
-            };
-            let aux = u32_at(&x.qs, 64 + 4 * ib);
-            signs[ib] = even_signs(aux);
-            ls[ib] = 2 * (aux >> 28) as i16 + 1;
-        }
-        (grid, signs, ls, f16x4(block_ptr(x)))
-    }
-    #[inline(always)]
-    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
-        let y = &*a;
-        (y.qs.as_ptr(), _mm_set_ss(y.scale()))
-    }
-    #[inline(always)]
-    unsafe fn zero() -> __m256 {
-        _mm256_setzero_ps()
-    }
-    #[inline(always)]
-    unsafe fn step(acc: __m256, w: &Self::Dec, a: &Self::Prep) -> __m256 {
-        let mut sums = [_mm256_setzero_si256(); 2];
-        for ib in 0..8 {
-            let yq = _mm256_sign_epi8(load32(a.0.add(32 * ib)), w.1[ib]);
-            let ls = _mm256_set1_epi16(w.2[ib]);
-            sums[ib % 2] = M::madd_i16(sums[ib % 2], _mm256_maddubs_epi16(w.0[ib], yq), ls);
-        }
-        let d = _mm_mul_ss(w.3, a.1);
-        let sum = _mm256_add_epi32(sums[0], sums[1]);
-        _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm256_cvtepi32_ps(sum), acc)
-    }
-    #[inline(always)]
-    unsafe fn finish(acc: [__m256; 2], _: &[BlockIQ3_XXS], _: &[BlockQ8_K]) -> f32 {
-        0.25 * hsum_ps(acc[0])
-    }
-}
-
-/// A lattice i-quant block whose `vec_dot` (`dot/x86/avx2/iq2.rs`, `iq3.rs`) negates the
-/// activation bytes where a sign bit is set (`negate_where`): per 32 elements, the grid
-/// bytes, the byte mask of the sign bits and the i16 multipliers, and the kernel's final
-/// constant.
+/// A lattice i-quant block whose `vec_dot` (`dot/x86/avx2/iq2.rs`, `iq3.rs`) negates
+/// activation bytes by its sign bits (`negate_where`, or `vpsignb` by ±1 bytes for IQ3_XXS:
+/// the same bytes, −128 included): per 32 elements, the grid bytes, the byte mask of the
+/// negated ones and the i16 multipliers, and the kernel's final constant.
 pub(super) trait SignedLattice: Block {
-    /// The constant the kernel multiplies its sum by (IQ2_S 1/8, IQ3_S 1).
+    /// The constant the kernel multiplies its sum by (IQ2_S 1/8, IQ3_XXS 1/4, IQ3_S 1).
     const FINAL: f32;
     /// Grid bytes, sign byte masks (0xFF where negated) and multipliers of the 8 groups.
     ///
@@ -403,6 +338,31 @@ impl SignedLattice for BlockIQ2_S {
             out[0][ib] = points64([g(0), g(1), g(2), g(3)]);
             out[1][ib] = bytes_from_bits(bits_at(&x.qs, 32 + 4 * ib));
             out[2][ib] = pick_pair(scales[ib / 4], 2 * (ib % 4));
+        }
+        out
+    }
+}
+
+impl SignedLattice for BlockIQ3_XXS {
+    const FINAL: f32 = 0.25;
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // `ib` also addresses the block's bytes
+    unsafe fn groups<M: IntDot>(&self) -> [[__m256i; 8]; 3] {
+        let x = self;
+        let mut out = [[_mm256_setzero_si256(); 8]; 3];
+        for ib in 0..8 {
+            let q = &x.qs[8 * ib..8 * ib + 8];
+            out[0][ib] = if M::GATHER {
+                let index = _mm256_cvtepu8_epi32(_mm_loadl_epi64(q.as_ptr().cast()));
+                // SAFETY: every index is a byte, IQ3XXS_GRID has 256 entries.
+                _mm256_i32gather_epi32::<4>(IQ3XXS_GRID.as_ptr().cast(), index)
+            } else {
+                points32(std::array::from_fn(|k| IQ3XXS_GRID[q[k] as usize]))
+            };
+            let aux = u32_at(&x.qs, 64 + 4 * ib);
+            // ±1 bytes → 0xFF where −1.
+            out[1][ib] = _mm256_cmpgt_epi8(_mm256_setzero_si256(), even_signs(aux));
+            out[2][ib] = _mm256_set1_epi16(2 * (aux >> 28) as i16 + 1);
         }
         out
     }
@@ -434,8 +394,9 @@ impl SignedLattice for BlockIQ3_S {
     }
 }
 
-/// IQ2_S and IQ3_S against Q8_K: one block per step, one chain; the grid gather, sign masks
-/// and scales decoded once per row, a token costing its sign flips and multiply-adds.
+/// IQ2_S, IQ3_XXS and IQ3_S against Q8_K: one block per step, one chain; the grid gather,
+/// sign masks and scales decoded once per row, a token costing its sign flips and
+/// multiply-adds.
 pub(super) struct Lattice<X, M>(PhantomData<(X, M)>);
 
 impl<X: SignedLattice, M: IntDot> Tile for Lattice<X, M> {

@@ -8,7 +8,6 @@ use std::marker::PhantomData;
 use super::super::tile::{caches_rows, run, Job, Tile};
 use super::avx2::SignedLattice;
 use super::reduce::{hsum4_ps128, lanes, reduce4};
-use crate::dot::x86::avx2::lattice::{even_signs, u32_at};
 use crate::dot::x86::avx2::legacy as avx2;
 use crate::dot::x86::avx512::k_quants::{load_pair, scale_pick, AffineK};
 use crate::dot::x86::avx512::legacy::{Affine, Offset};
@@ -18,7 +17,7 @@ use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps128, Avx512Vnni};
 use crate::iq2::BlockIQ2_S;
 use crate::iq3::{BlockIQ3_S, BlockIQ3_XXS};
 use crate::iq4::BlockIQ4_XS;
-use crate::iq_tables::{IQ3XXS_GRID, KVALUES_IQ4NL};
+use crate::iq_tables::KVALUES_IQ4NL;
 use crate::k_quants::scales_mins_k4;
 use crate::k_quants::{BlockQ4_K, BlockQ5_K, BlockQ6_K};
 use crate::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
@@ -44,7 +43,7 @@ pub(super) unsafe fn gemm(ty: GgmlType, job: Job<'_>) -> bool {
         T::Q5_K => run::<AffineKTile<BlockQ5_K>, 4, 4>(job),
         T::Q6_K => run::<Q6K, 4, 4>(job),
         T::IQ4_XS => run::<IQ4XS, 4, 4>(job),
-        T::IQ3_XXS => run::<IQ3XXS, 2, 4>(job),
+        T::IQ3_XXS => run::<Lattice<BlockIQ3_XXS>, 2, 4>(job),
         T::IQ3_S => run::<Lattice<BlockIQ3_S>, 2, 4>(job),
         T::IQ2_S => run::<Lattice<BlockIQ2_S>, 2, 4>(job),
         _ => false,
@@ -500,86 +499,19 @@ impl Tile for Q4K {
     }
 }
 
-/// IQ3_XXS against Q8_K, two groups of 32 in each 512-bit step. This path's `vec_dot` is the
-/// AVX2 kernel with AVX-512 VNNI's `vpdpwssd` (`dot/x86/avx2/iq3.rs`); its per-block integer
-/// sums are exact, so adding group `2k` in the low half and `2k + 1` in the high half of one
-/// register, then the halves, gives its two 256-bit accumulators' sum lane for lane, and the
-/// float part that follows is the kernel's (256-bit, one chain): bit-identical results.
-pub(super) struct IQ3XXS;
-
-impl Tile for IQ3XXS {
-    type W = BlockIQ3_XXS;
-    type A = BlockQ8_K;
-    const STEP: usize = 1;
-    const CHAINS: usize = 1;
-    /// Grid bytes of group pairs, their sign masks (a bit set: negate that activation byte),
-    /// their odd multipliers `2 s + 1` as i16 (even group low, odd group high), `[d, ..]`.
-    type Dec = ([__m512i; 4], [__mmask64; 4], [__m512i; 4], __m128);
-    /// Quants, `[d_y, ..]`.
-    type Prep = (*const i8, __m128);
-    type Acc = __m256;
-
-    #[inline(always)]
-    unsafe fn decode(w: *const BlockIQ3_XXS) -> Self::Dec {
-        let x = &*w;
-        let mut grid = [_mm512_setzero_si512(); 4];
-        let mut neg = [0; 4];
-        let mut ls = [_mm512_setzero_si512(); 4];
-        for p in 0..4 {
-            let index = _mm512_cvtepu8_epi32(_mm_loadu_si128(x.qs.as_ptr().add(16 * p).cast()));
-            // SAFETY: every index is a byte, IQ3XXS_GRID has 256 entries.
-            grid[p] = _mm512_i32gather_epi32::<4>(index, IQ3XXS_GRID.as_ptr().cast());
-            let (lo, hi) = (u32_at(&x.qs, 64 + 8 * p), u32_at(&x.qs, 64 + 8 * p + 4));
-            let signs =
-                _mm512_inserti64x4::<1>(_mm512_castsi256_si512(even_signs(lo)), even_signs(hi));
-            neg[p] = _mm512_movepi8_mask(signs);
-            ls[p] = _mm512_inserti64x4::<1>(
-                _mm512_set1_epi16(2 * (lo >> 28) as i16 + 1),
-                _mm256_set1_epi16(2 * (hi >> 28) as i16 + 1),
-            );
-        }
-        (grid, neg, ls, f16x4(block_ptr(x)))
-    }
-    #[inline(always)]
-    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
-        let y = &*a;
-        (y.qs.as_ptr(), _mm_set_ss(y.scale()))
-    }
-    #[inline(always)]
-    unsafe fn zero() -> __m256 {
-        _mm256_setzero_ps()
-    }
-    #[inline(always)]
-    unsafe fn step(acc: __m256, w: &Self::Dec, a: &Self::Prep) -> __m256 {
-        let mut sum = _mm512_setzero_si512();
-        for p in 0..4 {
-            let y = _mm512_loadu_si512(a.0.add(64 * p).cast());
-            let yq = _mm512_mask_sub_epi8(y, w.1[p], _mm512_setzero_si512(), y);
-            sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(w.0[p], yq), w.2[p]);
-        }
-        let sum = _mm256_add_epi32(
-            _mm512_castsi512_si256(sum),
-            _mm512_extracti64x4_epi64::<1>(sum),
-        );
-        let d = _mm_mul_ss(w.3, a.1);
-        _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm256_cvtepi32_ps(sum), acc)
-    }
-    #[inline(always)]
-    unsafe fn finish(acc: [__m256; 2], _: &[BlockIQ3_XXS], _: &[BlockQ8_K]) -> f32 {
-        0.25 * hsum_ps(acc[0])
-    }
-}
-
 /// One 512-bit register of two 256-bit halves.
 #[inline(always)]
 unsafe fn halves(lo: __m256i, hi: __m256i) -> __m512i {
     _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
 }
 
-/// IQ2_S and IQ3_S against Q8_K, two groups of 32 in each 512-bit step: the AVX2 tiles'
-/// decode ([`SignedLattice::groups`]) paired into 512-bit registers, the sign masks as mask
-/// registers. Bit-identical to this path's `vec_dot` (the AVX2 kernels with `vpdpwssd`) for
-/// the reason given at [`IQ3XXS`].
+/// IQ2_S, IQ3_XXS and IQ3_S against Q8_K, two groups of 32 in each 512-bit step: the AVX2
+/// tiles' decode ([`SignedLattice::groups`]) paired into 512-bit registers, the sign masks as
+/// mask registers. This path's `vec_dot` for them is the AVX2 kernel with AVX-512 VNNI's
+/// `vpdpwssd`; its per-block integer sums are exact, so adding group `2k` in the low half and
+/// `2k + 1` in the high half of one register, then the halves, gives its two 256-bit
+/// accumulators' sum lane for lane, and the float part that follows is the kernel's (256-bit,
+/// one chain): bit-identical results.
 pub(super) struct Lattice<X>(PhantomData<X>);
 
 impl<X: SignedLattice> Tile for Lattice<X> {
