@@ -38,6 +38,22 @@ fn rows(ty: GgmlType, count: usize, n: usize, seed: u64) -> Vec<u8> {
     out
 }
 
+/// `count` weight rows of `n` elements of `ty`: quantized values, or for the types without a
+/// quantizer here (IQ4_XS and the lattice i-quants) random bytes with sane block scales.
+fn weights(ty: GgmlType, count: usize, n: usize) -> Vec<u8> {
+    if strata_quant::supports_quantize(ty) {
+        return rows(ty, count, n, 1);
+    }
+    let len = count * ty.row_bytes(n as u64).unwrap() as usize;
+    let mut w: Vec<u8> = (0..len as u32)
+        .map(|i| i.wrapping_mul(2654435761).rotate_right(13) as u8)
+        .collect();
+    for block in w.chunks_exact_mut(ty.type_size()) {
+        block[..2].copy_from_slice(&strata_quant::f32_to_f16(0.01).to_le_bytes());
+    }
+    w
+}
+
 /// The loop `gemm` replaces.
 fn vec_dot_loop(isa: Isa, ty: GgmlType, w: &[u8], acts: &[u8], out: &mut [f32]) {
     let (wrb, arb) = (w.len() / ROWS, acts.len() / TOKENS);
@@ -72,19 +88,7 @@ fn bench_gemm(c: &mut Criterion) {
             if n % ty.block_size() != 0 {
                 continue;
             }
-            // IQ4_XS and the i-quants have no quantizer here: random bytes with sane scales.
-            let w = if strata_quant::supports_quantize(ty) {
-                rows(ty, ROWS, n, 1)
-            } else {
-                let len = ROWS * ty.row_bytes(n as u64).unwrap() as usize;
-                let mut w: Vec<u8> = (0..len as u32)
-                    .map(|i| i.wrapping_mul(2654435761).rotate_right(13) as u8)
-                    .collect();
-                for block in w.chunks_exact_mut(ty.type_size()) {
-                    block[..2].copy_from_slice(&strata_quant::f32_to_f16(0.01).to_le_bytes());
-                }
-                w
-            };
+            let w = weights(ty, ROWS, n);
             let acts = rows(vec_dot_type(ty).unwrap(), TOKENS, n, 2);
             let mut out = vec![0.0f32; ROWS * TOKENS];
             group.throughput(Throughput::Elements((ROWS * TOKENS * n) as u64));
@@ -113,16 +117,22 @@ fn bench_gemm(c: &mut Criterion) {
 /// 10 of 512 experts ≈ 10; Qwen3-30B-A3B's 8 of 128 ≈ 32). Filter with `-- expert`.
 /// Q5_0 is the type of experts whose width is no multiple of 256 (qwen4exp's down
 /// projections at `--type q4_k`, as llama.cpp's quantizer falls back); Q6_K that of half the
-/// down projections of a Q4_K_M file.
+/// down projections of a Q4_K_M file; IQ3_XXS and IQ4_NL those of an IQ3_XXS file (gate/up, down).
 fn bench_expert(c: &mut Criterion) {
-    for ty in [GgmlType::Q4_K, GgmlType::Q5_0, GgmlType::Q6_K] {
+    for ty in [
+        GgmlType::Q4_K,
+        GgmlType::Q5_0,
+        GgmlType::Q6_K,
+        GgmlType::IQ3_XXS,
+        GgmlType::IQ4_NL,
+    ] {
         bench_expert_type(c, ty);
     }
 }
 
 fn bench_expert_type(c: &mut Criterion, ty: GgmlType) {
     let (n, n_rows) = (2048, 512);
-    let w = rows(ty, n_rows, n, 1);
+    let w = weights(ty, n_rows, n);
     let mut group = c.benchmark_group(format!("expert/{ty}"));
     for n_tok in [1, 2, 4, 8, 10, 16, 32, 64] {
         let acts = rows(vec_dot_type(ty).unwrap(), n_tok, n, 2);
@@ -148,6 +158,44 @@ fn bench_expert_type(c: &mut Criterion, ty: GgmlType) {
         );
     }
     group.finish();
+}
+
+/// Routed experts as a prefill chunk meets them: each call multiplies the *next* of 256
+/// experts' 512 × 2048 matrices (150–300 MB in all, so the weights come from DRAM, read once
+/// per pass as a chunk reads each expert once) by 10 tokens. Against `expert/…/10`, whose one
+/// matrix stays in L2, this shows what streaming the weights costs. Filter with `-- dram`.
+fn bench_expert_dram(c: &mut Criterion) {
+    let n_experts = 256;
+    // Gate/up (512 rows × 2048) and down (2048 rows × 512) of Qwen3-Next's experts.
+    for (ty, n_rows, n) in [
+        (GgmlType::Q4_K, 512, 2048),
+        (GgmlType::Q4_K, 2048, 512),
+        (GgmlType::IQ3_XXS, 512, 2048),
+    ] {
+        let one = weights(ty, n_rows, n);
+        let all: Vec<u8> = one
+            .iter()
+            .copied()
+            .cycle()
+            .take(one.len() * n_experts)
+            .collect();
+        let mut group = c.benchmark_group(format!("expert_dram/{ty}/{n_rows}x{n}"));
+        for n_tok in [4, 8, 10, 16] {
+            let acts = rows(vec_dot_type(ty).unwrap(), n_tok, n, 2);
+            let mut out = vec![0.0f32; n_rows * n_tok];
+            group.throughput(Throughput::Elements((n_rows * n_tok * n) as u64));
+            let mut e = 0;
+            let id = BenchmarkId::new(format!("gemm/{}", Isa::best()), n_tok);
+            group.bench_function(id, |b| {
+                b.iter(|| {
+                    e = (e + 1) % n_experts;
+                    let w = black_box(&all[e * one.len()..(e + 1) * one.len()]);
+                    gemm_on(Isa::best(), ty, w, n_rows, &acts, n_tok, &mut out, n_rows).unwrap()
+                })
+            });
+        }
+        group.finish();
+    }
 }
 
 /// A router: 512 experts × 2048 F32 columns (Qwen3-Next's, qwen4exp's) against a chunk's
@@ -195,6 +243,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = bench_gemm, bench_expert, bench_router
+    targets = bench_gemm, bench_expert, bench_expert_dram, bench_router
 }
 criterion_main!(benches);

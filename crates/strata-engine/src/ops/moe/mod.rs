@@ -25,8 +25,8 @@ use std::ops::Range;
 
 use crate::error::EngineError;
 use crate::ops::activation::swiglu;
-use crate::ops::axpy;
 use crate::ops::linear::{matmul_many, ActRows, Activations, MatmulOut, Matrix, FUSED};
+use crate::ops::{axpy, par_chunks};
 use crate::pool::Pool;
 use grouped::{grouped_matmul, GroupedScratch};
 pub use placement::{Placement, Unit};
@@ -266,15 +266,19 @@ pub fn moe_ffn_with(
     let h = s.h.rows_for(pool, w.down.all.ty)?;
     grouped_matmul(pool, &[(w.down, h)], spans, &mut [&mut s.y], &mut s.grouped)?;
 
-    // 4. Combine, slots in rank order (as llama.cpp adds its expert views).
-    let r = &s.routing;
-    for (t, o) in out.chunks_exact_mut(d).enumerate() {
-        o.fill(0.0);
-        for slot in t * k..(t + 1) * k {
-            let pos = s.groups.pos_of[slot];
-            axpy(r.weights[slot], &s.y[pos * d..(pos + 1) * d], o);
+    // 4. Combine, slots in rank order (as llama.cpp adds its expert views); tokens in
+    // parallel, each token's sum in the same order on any thread.
+    let (r, pos_of, y) = (&s.routing, &s.groups.pos_of, &s.y);
+    par_chunks(pool, out, d, |elems, out| {
+        let t0 = elems.start / d;
+        for (t, o) in (t0..).zip(out.chunks_exact_mut(d)) {
+            o.fill(0.0);
+            let slots = t * k..(t + 1) * k;
+            for (&pos, &weight) in pos_of[slots.clone()].iter().zip(&r.weights[slots]) {
+                axpy(weight, &y[pos * d..(pos + 1) * d], o);
+            }
         }
-    }
+    });
     Ok(())
 }
 

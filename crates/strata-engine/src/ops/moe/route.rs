@@ -19,18 +19,30 @@ pub fn route(logits: &mut [f32], norm: bool, ids: &mut [usize], weights: &mut [f
     }
     let inv = (1.0 / sum) as f32;
     logits.iter_mut().for_each(|l| *l *= inv);
+    // One pass: the best so far kept sorted (probability descending, then id ascending:
+    // an expert goes after every kept one it does not beat, so of equal probabilities the
+    // lower id, seen first, stays ahead), as `ids.len()` passes of "best unused" would pick.
+    let k = ids.len();
+    if k == 0 {
+        return;
+    }
     let mut taken = 0;
-    for slot in 0..ids.len() {
-        let mut best = usize::MAX;
-        for (e, p) in logits.iter().enumerate() {
-            let used = ids[..slot].contains(&e);
-            if !used && (best == usize::MAX || *p > logits[best]) {
-                best = e;
-            }
+    for (e, &p) in logits.iter().enumerate() {
+        // NaN beats nothing: it only fills a list not yet full.
+        let beats_last = p > weights[k - 1];
+        if taken == k && !beats_last {
+            continue;
         }
-        ids[slot] = best;
-        weights[slot] = logits[best];
-        taken += 1;
+        let at = weights[..taken]
+            .iter()
+            .position(|&q| p > q)
+            .unwrap_or(taken);
+        let end = taken.min(k - 1);
+        ids.copy_within(at..end, at + 1);
+        weights.copy_within(at..end, at + 1);
+        ids[at] = e;
+        weights[at] = p;
+        taken = (taken + 1).min(k);
     }
     if norm && taken > 0 {
         let s = weights.iter().sum::<f32>().max(6.103_515_6e-5);

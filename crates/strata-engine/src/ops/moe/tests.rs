@@ -16,6 +16,43 @@ fn route_picks_the_largest_probabilities_and_renormalises() {
 }
 
 #[test]
+fn route_picks_as_repeated_best_unused_with_ties_to_the_lower_id() {
+    // The definition: slot j takes the unused expert of the largest probability, the lowest
+    // id among equals. Logits on a coarse grid make many ties.
+    let mut seed = 7u64;
+    for trial in 0..200 {
+        let n = [4, 16, 128, 512][trial % 4];
+        let k = [1, 2, 8, 10][(trial / 4) % 4].min(n);
+        let logits: Vec<f32> = (0..n)
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((seed >> 59) as f32) * 0.5 - 4.0
+            })
+            .collect();
+        let (mut ids, mut w) = (vec![0usize; k], vec![0.0f32; k]);
+        route(&mut logits.clone(), false, &mut ids, &mut w);
+        let mut probs = logits.clone();
+        route(&mut probs, false, &mut [], &mut []);
+        let mut want = Vec::new();
+        for _ in 0..k {
+            let best = (0..n)
+                .filter(|e| !want.contains(e))
+                .fold(None, |b: Option<usize>, e| match b {
+                    Some(b) if probs[e] <= probs[b] => Some(b),
+                    _ => Some(e),
+                })
+                .unwrap();
+            want.push(best);
+        }
+        assert_eq!(ids, want, "n {n} k {k}");
+        let want_w: Vec<f32> = want.iter().map(|&e| probs[e]).collect();
+        assert_eq!(w, want_w);
+    }
+}
+
+#[test]
 fn expert_views_address_consecutive_row_blocks() {
     let data: Vec<u8> = (0..3 * 2 * 4 * 4).map(|i| i as u8).collect();
     let all = Matrix {

@@ -524,6 +524,9 @@ impl<X: SignedLattice> Tile for Lattice<X> {
     /// Quants, `[d_y, ..]`.
     type Prep = (*const i8, __m128);
     type Acc = __m256;
+    /// The gather, sign and scale decode costs several steps; the decoded step (8 registers
+    /// and 4 masks) and eight accumulators fit the register file.
+    const FEW_GROUP: usize = 8;
 
     #[inline(always)]
     unsafe fn decode(w: *const X) -> Self::Dec {
