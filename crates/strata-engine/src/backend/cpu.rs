@@ -456,15 +456,16 @@ impl Backend for Cpu<'_> {
         let group: usize = widths.iter().sum();
         let reps = x.cols() / group;
         let mut off = 0;
-        for (o, w) in outs.iter_mut().zip(widths) {
-            o.resize(x.rows(), reps * w);
-            for (d, piece) in o
-                .write()
-                .chunks_exact_mut(*w)
-                .zip(x.read().chunks_exact(group))
-            {
-                d.copy_from_slice(&piece[off..off + w]);
-            }
+        let (rows, x) = (x.rows(), x.read());
+        for (o, &w) in outs.iter_mut().zip(widths) {
+            o.resize(rows, reps * w);
+            // Pieces of whole rows in parallel (a prefill's split moves tens of MB).
+            par_chunks(self.pool, o.write(), w, |elems, d| {
+                let pieces = x[elems.start / w * group..].chunks_exact(group);
+                for (d, piece) in d.chunks_exact_mut(w).zip(pieces) {
+                    d.copy_from_slice(&piece[off..off + w]);
+                }
+            });
             off += w;
         }
     }
