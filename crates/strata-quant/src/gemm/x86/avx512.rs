@@ -106,6 +106,9 @@ impl<X: SymmetricTail> Tile for Symmetric<X> {
     /// Decoding (Q5_0's fifth bits above all) costs more than a step; eight accumulators and a
     /// decoded step take 10 of the 32 registers.
     const FEW_GROUP: usize = 8;
+    /// The preparation (a `vpdpbusd` for `OFFSET Σ y` and the scale spread) costs about a
+    /// step: made once per token, not once per group of rows.
+    const PREP_ONCE: bool = true;
     /// Biased quants `x + OFFSET`, the two `d_x` spread over the lanes of their blocks.
     type Dec = (__m512i, __m512);
     /// Quants, `-OFFSET Σ y` per lane, the two `d_y` spread over the lanes of their blocks.
