@@ -80,8 +80,7 @@ impl<X: Signed + Block, M: IntDot> Tile for Symmetric<X, M> {
     #[inline(always)]
     unsafe fn step(acc: __m256, w: &Self::Dec, a: &Self::Prep) -> __m256 {
         let sum = M::dot_u8i8(_mm256_setzero_si256(), w.0, _mm256_sign_epi8(a.0, w.1));
-        let d = _mm_mul_ps(w.2, a.1);
-        _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm256_cvtepi32_ps(sum), acc)
+        add_scaled(acc, w.2, a.1, sum)
     }
     #[inline(always)]
     unsafe fn finish(acc: [__m256; 2], _: &[X], _: &[BlockQ8_0]) -> f32 {
@@ -256,6 +255,31 @@ impl<M: IntDot> Tile for Q6K<M> {
     }
 }
 
+/// Q8_K activations as the sign-flip tiles (IQ4_XS, the lattice i-quants) read them: the
+/// quants, `[d_y, ..]`.
+pub(super) type Q8kQuants = (*const i8, __m128);
+
+/// [`Q8kQuants`] of the block at `a`.
+///
+/// # Safety
+/// `a` points at a block that outlives the result; SSE is available.
+#[inline(always)]
+pub(super) unsafe fn q8k_quants(a: *const BlockQ8_K) -> Q8kQuants {
+    let y = &*a;
+    (y.qs.as_ptr(), _mm_set_ss(y.scale()))
+}
+
+/// `acc + d_x·d_y · sum`, lane by lane: the float part of the 256-bit one-chain kernels
+/// (`d_x`, `d_y` in lane 0; `sum` the block's exact integer sums).
+///
+/// # Safety
+/// AVX2 and FMA are available.
+#[inline(always)]
+pub(super) unsafe fn add_scaled(acc: __m256, d_x: __m128, d_y: __m128, sum: __m256i) -> __m256 {
+    let d = _mm_mul_ss(d_x, d_y);
+    _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm256_cvtepi32_ps(sum), acc)
+}
+
 /// IQ4_XS against Q8_K.
 pub(super) struct IQ4XS<M>(PhantomData<M>);
 
@@ -266,8 +290,7 @@ impl<M: IntDot> Tile for IQ4XS<M> {
     const CHAINS: usize = 1;
     /// Table values `v` of the 8 sub-blocks, `|v|`, the sub-block scales as i16, `[d, ..]`.
     type Dec = ([__m256i; 8], [__m256i; 8], [i16; 8], __m128);
-    /// Quants, `[d_y, ..]`.
-    type Prep = (*const i8, __m128);
+    type Prep = Q8kQuants;
     type Acc = __m256;
 
     #[inline(always)]
@@ -287,8 +310,7 @@ impl<M: IntDot> Tile for IQ4XS<M> {
     }
     #[inline(always)]
     unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
-        let y = &*a;
-        (y.qs.as_ptr(), _mm_set_ss(y.scale()))
+        q8k_quants(a)
     }
     #[inline(always)]
     unsafe fn zero() -> __m256 {
@@ -302,8 +324,7 @@ impl<M: IntDot> Tile for IQ4XS<M> {
             let scale = _mm256_set1_epi16(w.2[ib]);
             sum = M::madd_i16(sum, _mm256_maddubs_epi16(w.1[ib], sy), scale);
         }
-        let d = _mm_mul_ss(w.3, a.1);
-        _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm256_cvtepi32_ps(sum), acc)
+        add_scaled(acc, w.3, a.1, sum)
     }
     #[inline(always)]
     unsafe fn finish(acc: [__m256; 2], _: &[BlockIQ4_XS], _: &[BlockQ8_K]) -> f32 {
@@ -406,8 +427,7 @@ impl<X: SignedLattice, M: IntDot> Tile for Lattice<X, M> {
     const CHAINS: usize = 1;
     /// [`SignedLattice::groups`], `[d, ..]`.
     type Dec = ([[__m256i; 8]; 3], __m128);
-    /// Quants, `[d_y, ..]`.
-    type Prep = (*const i8, __m128);
+    type Prep = Q8kQuants;
     type Acc = __m256;
 
     #[inline(always)]
@@ -416,8 +436,7 @@ impl<X: SignedLattice, M: IntDot> Tile for Lattice<X, M> {
     }
     #[inline(always)]
     unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
-        let y = &*a;
-        (y.qs.as_ptr(), _mm_set_ss(y.scale()))
+        q8k_quants(a)
     }
     #[inline(always)]
     unsafe fn zero() -> __m256 {
@@ -432,9 +451,7 @@ impl<X: SignedLattice, M: IntDot> Tile for Lattice<X, M> {
             let yq = _mm256_sub_epi8(_mm256_xor_si256(y, mask[ib]), mask[ib]);
             sums[ib % 2] = M::madd_i16(sums[ib % 2], _mm256_maddubs_epi16(grid[ib], yq), ls[ib]);
         }
-        let d = _mm_mul_ss(w.1, a.1);
-        let sum = _mm256_add_epi32(sums[0], sums[1]);
-        _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm256_cvtepi32_ps(sum), acc)
+        add_scaled(acc, w.1, a.1, _mm256_add_epi32(sums[0], sums[1]))
     }
     #[inline(always)]
     unsafe fn finish(acc: [__m256; 2], _: &[X], _: &[BlockQ8_K]) -> f32 {

@@ -6,7 +6,7 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::super::tile::{caches_rows, run, Job, Tile};
-use super::avx2::SignedLattice;
+use super::avx2::{add_scaled, q8k_quants, Q8kQuants, SignedLattice};
 use super::reduce::{hsum4_ps128, lanes, reduce4};
 use crate::dot::x86::avx2::legacy as avx2;
 use crate::dot::x86::avx512::k_quants::{load_pair, scale_pick, AffineK};
@@ -524,8 +524,7 @@ impl<X: SignedLattice> Tile for Lattice<X> {
     const CHAINS: usize = 1;
     /// Grid bytes, sign masks and multipliers of group pairs, `[d, ..]`.
     type Dec = ([__m512i; 4], [__mmask64; 4], [__m512i; 4], __m128);
-    /// Quants, `[d_y, ..]`.
-    type Prep = (*const i8, __m128);
+    type Prep = Q8kQuants;
     type Acc = __m256;
     /// The gather, sign and scale decode costs several steps; the decoded step (8 registers
     /// and 4 masks) and eight accumulators fit the register file.
@@ -544,8 +543,7 @@ impl<X: SignedLattice> Tile for Lattice<X> {
     }
     #[inline(always)]
     unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
-        let y = &*a;
-        (y.qs.as_ptr(), _mm_set_ss(y.scale()))
+        q8k_quants(a)
     }
     #[inline(always)]
     unsafe fn zero() -> __m256 {
@@ -563,8 +561,7 @@ impl<X: SignedLattice> Tile for Lattice<X> {
             _mm512_castsi512_si256(sum),
             _mm512_extracti64x4_epi64::<1>(sum),
         );
-        let d = _mm_mul_ss(w.3, a.1);
-        _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm256_cvtepi32_ps(sum), acc)
+        add_scaled(acc, w.3, a.1, sum)
     }
     #[inline(always)]
     unsafe fn finish(acc: [__m256; 2], _: &[X], _: &[BlockQ8_K]) -> f32 {
