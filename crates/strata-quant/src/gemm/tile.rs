@@ -369,8 +369,9 @@ thread_local! {
 /// A small batch (2 to [`FEW_MAX`] tokens: several sequences decoding together; from one
 /// token for a [`Tile::PREP_ONCE`] kernel): every token's activations are prepared once into
 /// a per-thread scratch, then the rows stream by one at a time, each weight step decoded once
-/// into registers and applied to every token (in groups of at most [`Tile::FEW_GROUP`], the
-/// decoded step staying in registers), with the bytes ahead of the row prefetched as the
+/// and applied to every token (in groups of at most [`Tile::FEW_GROUP`], the decoded step
+/// staying in registers; past one group the row is decoded once into a per-thread scratch that
+/// every group reads), with the bytes ahead of the row prefetched as the
 /// one-token row loop does. The weights are read and decoded once for the
 /// whole batch, where the tiles of [`run`] would decode them once per token tile. `false`
 /// (nothing written) when the prepared activations would not fit the scratch.
@@ -396,6 +397,15 @@ unsafe fn few<K: Tile>(m: &mut Mat<'_, K::W, K::A>, n_rows: usize, n_tok: usize)
                 .write(K::prep(tok.as_ptr().add(s * K::STEP)));
         }
     }
+    // More tokens than one group: each row is decoded once into a per-thread scratch that the
+    // groups then read, instead of once per group.
+    let group = if K::FEW_GROUP >= 8 { 8 } else { 4 };
+    let dec_bytes = n_steps * size_of::<K::Dec>();
+    let dec = (n_tok > group
+        && dec_bytes <= DEC_CACHE_BYTES
+        && align_of::<K::Dec>() <= align_of::<Line>())
+    .then(|| scratch::<K::Dec>(&DEC_CACHE, dec_bytes.div_ceil(size_of::<Line>())));
+    // SAFETY (of using `dec` past the borrow): as for `DEC_CACHE` in `run`.
     let row_bytes = nb * size_of::<K::W>();
     // SAFETY: the blocks' own bytes (plain-data blocks, no padding), for prefetch addresses.
     let w_bytes = std::slice::from_raw_parts(m.w.as_ptr().cast::<u8>(), size_of_val(m.w));
@@ -410,25 +420,29 @@ unsafe fn few<K: Tile>(m: &mut Mat<'_, K::W, K::A>, n_rows: usize, n_tok: usize)
             }
             prefetch_ahead(half, i * row_bytes, row_bytes);
             let r = base + i;
+            if let Some(dec) = dec {
+                decode_rows::<K, 1>(m, r, dec);
+            }
+            let dec = dec.map(|d| d.cast_const());
             let mut t = 0;
             while t < n_tok {
                 // No closures: they would not inherit the caller's target features.
                 let left = n_tok - t;
                 if K::FEW_GROUP >= 8 && left > 4 {
                     match left {
-                        5 => few_row::<K, 5>(m, r, t, prep),
-                        6 => few_row::<K, 6>(m, r, t, prep),
-                        7 => few_row::<K, 7>(m, r, t, prep),
-                        _ => few_row::<K, 8>(m, r, t, prep),
+                        5 => few_row::<K, 5>(m, r, t, prep, dec),
+                        6 => few_row::<K, 6>(m, r, t, prep, dec),
+                        7 => few_row::<K, 7>(m, r, t, prep, dec),
+                        _ => few_row::<K, 8>(m, r, t, prep, dec),
                     }
                     t += 8;
                     continue;
                 }
                 match left {
-                    1 => few_row::<K, 1>(m, r, t, prep),
-                    2 => few_row::<K, 2>(m, r, t, prep),
-                    3 => few_row::<K, 3>(m, r, t, prep),
-                    _ => few_row::<K, 4>(m, r, t, prep),
+                    1 => few_row::<K, 1>(m, r, t, prep, dec),
+                    2 => few_row::<K, 2>(m, r, t, prep, dec),
+                    3 => few_row::<K, 3>(m, r, t, prep, dec),
+                    _ => few_row::<K, 4>(m, r, t, prep, dec),
                 }
                 t += 4;
             }
@@ -438,16 +452,20 @@ unsafe fn few<K: Tile>(m: &mut Mat<'_, K::W, K::A>, n_rows: usize, n_tok: usize)
 }
 
 /// Row `r` × tokens `t0..t0 + T` of a small batch, the tokens' prepared steps read from
-/// `prep` (as filled by [`few`]): the accumulation of [`tile`] for one row, step for step.
+/// `prep` (as filled by [`few`]) and the row's decoded steps from `dec` when given (as filled
+/// by [`decode_rows`] for this row), else decoded here: the accumulation of [`tile`] for one
+/// row, step for step.
 ///
 /// # Safety
-/// As for [`few`]; `prep` holds every step of every token of the batch.
+/// As for [`few`]; `prep` holds every step of every token of the batch; `dec`, if given,
+/// every whole step of row `r`.
 #[inline(always)]
 unsafe fn few_row<K: Tile, const T: usize>(
     m: &mut Mat<'_, K::W, K::A>,
     r: usize,
     t0: usize,
     prep: *const K::Prep,
+    dec: Option<*const K::Dec>,
 ) {
     let nb = m.nb;
     let n_steps = nb / K::STEP;
@@ -458,7 +476,10 @@ unsafe fn few_row<K: Tile, const T: usize>(
         let mut s = c;
         while s < n_steps {
             // `s·STEP + STEP <= nb`: inside the row.
-            let dec = K::decode(row.as_ptr().add(s * K::STEP));
+            let dec = match dec {
+                Some(d) => *d.add(s),
+                None => K::decode(row.as_ptr().add(s * K::STEP)),
+            };
             for (j, acc) in acc.iter_mut().enumerate() {
                 *acc = K::step(*acc, &dec, &*prep.add((t0 + j) * n_steps + s));
             }
