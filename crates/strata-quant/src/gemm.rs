@@ -127,7 +127,7 @@ pub(crate) fn gemm_with(
         out: &mut *out,
         out_stride,
     };
-    // One token goes to the tiles only where a kernel asks for it (`Tile::PREP_ONCE`).
+    // One token goes to the tiles only where a kernel asks for it (`Tile::ONE_TOKEN`).
     if cpu.gemm_tiles(ty, job) {
         return Ok(());
     }

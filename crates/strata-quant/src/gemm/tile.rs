@@ -62,11 +62,17 @@ pub(crate) trait Tile {
     /// # Safety
     /// As for [`Tile::zero`].
     unsafe fn finish(acc: [Self::Acc; 2], w_tail: &[Self::W], a_tail: &[Self::A]) -> f32;
-    /// Whether one token runs through [`few`] (its activations prepared once, the rows
-    /// streaming past) rather than the path's decode row loop (one `vec_dot` per row, which
-    /// prepares the activations again for every row): for kernels whose preparation costs
-    /// about as much as a step. Only such kernels' tiles see one-token jobs.
+    /// Whether each token's activations are prepared once per product (up front, into a
+    /// per-thread scratch) rather than once per group of rows: for kernels whose preparation
+    /// costs about as much as a step. Such kernels' tiles also see one-token jobs (through
+    /// [`few`]: the activations prepared once, the rows streaming past, where the path's decode
+    /// row loop would prepare them again for every row) unless [`Tile::ONE_TOKEN`] says no.
     const PREP_ONCE: bool = false;
+    /// Whether one-token jobs run through [`few`] rather than the path's decode row loop: by
+    /// default the [`Tile::PREP_ONCE`] kernels, whose row loop would prepare the token once
+    /// per row. A kernel whose tiles compute more than its `vec_dot` per product (work moved
+    /// out of the step into the decode, paid back only over several tokens) opts out.
+    const ONE_TOKEN: bool = Self::PREP_ONCE;
     /// Most tokens [`few`] applies one decoded weight step to while it is in registers: 4, or
     /// 8 for a kernel whose decoding costs several steps and whose accumulators and decoded
     /// step fit the register file eight tokens at a time (the row is then decoded once for a
@@ -135,14 +141,14 @@ fn scratch<T>(cache: &'static LocalKey<RefCell<Vec<Line>>>, lines: usize) -> *mu
 /// 1-row or 1-token tiles. Each group of `R` rows is decoded once into a per-thread cache and
 /// then sweeps every token, so the decoded weights stay in L1 while the activations stream
 /// from L2 (rows too long for the cache are decoded per tile instead). `false` (nothing
-/// written) for a one-token job unless `K` asks for those ([`Tile::PREP_ONCE`]): the path's
+/// written) for a one-token job unless `K` asks for those ([`Tile::ONE_TOKEN`]): the path's
 /// decode row loop runs them.
 ///
 /// # Safety
 /// `K`'s CPU features are available; `job`'s lengths were checked by `gemm`.
 #[inline(always)]
 pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) -> bool {
-    if job.n_tok == 1 && !K::PREP_ONCE {
+    if job.n_tok == 1 && !K::ONE_TOKEN {
         return false;
     }
     const CHECKED: &str = "gemm checked the lengths";
@@ -158,7 +164,7 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
         stride: job.out_stride,
     };
     let (n_rows, n_tok) = (job.n_rows, job.n_tok);
-    let few_min = if K::PREP_ONCE { 1 } else { 2 };
+    let few_min = if K::ONE_TOKEN { 1 } else { 2 };
     if (few_min..=FEW_MAX).contains(&n_tok) && few::<K>(&mut m, n_rows, n_tok) {
         return true;
     }
@@ -367,7 +373,7 @@ thread_local! {
 }
 
 /// A small batch (2 to [`FEW_MAX`] tokens: several sequences decoding together; from one
-/// token for a [`Tile::PREP_ONCE`] kernel): every token's activations are prepared once into
+/// token for a [`Tile::ONE_TOKEN`] kernel): every token's activations are prepared once into
 /// a per-thread scratch, then the rows stream by one at a time, each weight step decoded once
 /// and applied to every token (in groups of at most [`Tile::FEW_GROUP`], the decoded step
 /// staying in registers; past one group the row is decoded once into a per-thread scratch that

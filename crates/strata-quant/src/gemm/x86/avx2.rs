@@ -255,7 +255,7 @@ impl<M: IntDot> Tile for Q6K<M> {
     }
 }
 
-/// Q8_K activations as the sign-flip tiles (IQ4_XS, the lattice i-quants) read them: the
+/// Q8_K activations as the AVX2 IQ4_XS tile reads them: the
 /// quants, `[d_y, ..]`.
 pub(super) type Q8kQuants = (*const i8, __m128);
 
@@ -415,9 +415,55 @@ impl SignedLattice for BlockIQ3_S {
     }
 }
 
+/// A lattice block decoded for offset activations (`y + 128`, unsigned): the signed weight
+/// bytes `w` of the 8 groups of 32 (grid byte with its sign, |w| <= 62), their i16
+/// multipliers, and the offset's part of the kernel's integer lanes,
+/// `C = Σ_g madd(maddubs(128, w_g), ls_g)`.
+///
+/// With `y' = y + 128` the pair sums `y'_0 w_0 + y'_1 w_1` stay within ±2 · 255 · 62 (no
+/// `vpmaddubsw` saturation), so `Σ_g madd(maddubs(y'_g, w_g), ls_g) − C` is the kernel's
+/// `Σ_g madd(maddubs(|w_g|, ±y_g), ls_g)` exactly, lane for lane: the signs are applied once
+/// per row instead of once per (row, token) pair.
+pub(super) type OffsetLattice = ([__m256i; 8], [__m256i; 8], __m256i);
+
+/// [`OffsetLattice`] of a block.
+///
+/// # Safety
+/// AVX2, FMA, F16C and `M`'s instructions are available.
+#[inline(always)]
+pub(super) unsafe fn offset_groups<X: SignedLattice, M: IntDot>(x: &X) -> OffsetLattice {
+    let [grid, mask, ls] = x.groups::<M>();
+    let offset = _mm256_set1_epi8(-128);
+    let mut c = _mm256_setzero_si256();
+    let w: [__m256i; 8] = std::array::from_fn(|g| {
+        _mm256_sub_epi8(_mm256_xor_si256(grid[g], mask[g]), mask[g])
+    });
+    for g in 0..8 {
+        c = M::madd_i16(c, _mm256_maddubs_epi16(offset, w[g]), ls[g]);
+    }
+    (w, ls, c)
+}
+
+/// Q8_K activations offset for [`OffsetLattice`] weights: the 8 groups' `y + 128` bytes,
+/// `[d_y, ..]`.
+pub(super) type OffsetQ8k = ([__m256i; 8], __m128);
+
+/// [`OffsetQ8k`] of the block at `a`.
+///
+/// # Safety
+/// `a` points at a readable block; AVX2 is available.
+#[inline(always)]
+pub(super) unsafe fn offset_q8k(a: *const BlockQ8_K) -> OffsetQ8k {
+    let y = &*a;
+    let offset = _mm256_set1_epi8(-128);
+    let q = std::array::from_fn(|g| _mm256_xor_si256(load32(y.qs.as_ptr().add(32 * g)), offset));
+    (q, _mm_set_ss(y.scale()))
+}
+
 /// IQ2_S, IQ3_XXS and IQ3_S against Q8_K: one block per step, one chain; the grid gather,
-/// sign masks and scales decoded once per row, a token costing its sign flips and
-/// multiply-adds.
+/// signs and scales decoded once per row ([`OffsetLattice`]), each token's activations
+/// offset once per product, a (row, token) pair costing two instructions per 32 products.
+/// Same integer lanes as the `vec_dot` kernel, then its float part: the same bits.
 pub(super) struct Lattice<X, M>(PhantomData<(X, M)>);
 
 impl<X: SignedLattice, M: IntDot> Tile for Lattice<X, M> {
@@ -425,18 +471,21 @@ impl<X: SignedLattice, M: IntDot> Tile for Lattice<X, M> {
     type A = BlockQ8_K;
     const STEP: usize = 1;
     const CHAINS: usize = 1;
-    /// [`SignedLattice::groups`], `[d, ..]`.
-    type Dec = ([[__m256i; 8]; 3], __m128);
-    type Prep = Q8kQuants;
+    const PREP_ONCE: bool = true;
+    /// One token keeps the `vec_dot` row loop (signs on the activations, no offset part).
+    const ONE_TOKEN: bool = false;
+    /// [`OffsetLattice`], `[d, ..]`.
+    type Dec = (OffsetLattice, __m128);
+    type Prep = OffsetQ8k;
     type Acc = __m256;
 
     #[inline(always)]
     unsafe fn decode(w: *const X) -> Self::Dec {
-        ((*w).groups::<M>(), f16x4(block_ptr(&*w)))
+        (offset_groups::<X, M>(&*w), f16x4(block_ptr(&*w)))
     }
     #[inline(always)]
     unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
-        q8k_quants(a)
+        offset_q8k(a)
     }
     #[inline(always)]
     unsafe fn zero() -> __m256 {
@@ -444,14 +493,13 @@ impl<X: SignedLattice, M: IntDot> Tile for Lattice<X, M> {
     }
     #[inline(always)]
     unsafe fn step(acc: __m256, w: &Self::Dec, a: &Self::Prep) -> __m256 {
-        let [grid, mask, ls] = &w.0;
+        let (wq, ls, c) = &w.0;
         let mut sums = [_mm256_setzero_si256(); 2];
-        for ib in 0..8 {
-            let y = load32(a.0.add(32 * ib));
-            let yq = _mm256_sub_epi8(_mm256_xor_si256(y, mask[ib]), mask[ib]);
-            sums[ib % 2] = M::madd_i16(sums[ib % 2], _mm256_maddubs_epi16(grid[ib], yq), ls[ib]);
+        for g in 0..8 {
+            sums[g % 2] = M::madd_i16(sums[g % 2], _mm256_maddubs_epi16(a.0[g], wq[g]), ls[g]);
         }
-        add_scaled(acc, w.1, a.1, _mm256_add_epi32(sums[0], sums[1]))
+        let sum = _mm256_sub_epi32(_mm256_add_epi32(sums[0], sums[1]), *c);
+        add_scaled(acc, w.1, a.1, sum)
     }
     #[inline(always)]
     unsafe fn finish(acc: [__m256; 2], _: &[X], _: &[BlockQ8_K]) -> f32 {

@@ -6,7 +6,7 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::super::tile::{caches_rows, run, Job, Tile};
-use super::avx2::{add_scaled, q8k_quants, Q8kQuants, SignedLattice};
+use super::avx2::{add_scaled, offset_groups, SignedLattice};
 use super::reduce::{hsum4_ps128, lanes, reduce4};
 use crate::dot::x86::avx2::legacy as avx2;
 use crate::dot::x86::avx512::k_quants::{load_pair, scale_pick, AffineK};
@@ -509,12 +509,13 @@ unsafe fn halves(lo: __m256i, hi: __m256i) -> __m512i {
 }
 
 /// IQ2_S, IQ3_XXS and IQ3_S against Q8_K, two groups of 32 in each 512-bit step: the AVX2
-/// tiles' decode ([`SignedLattice::groups`]) paired into 512-bit registers, the sign masks as
-/// mask registers. This path's `vec_dot` for them is the AVX2 kernel with AVX-512 VNNI's
+/// tiles' decode for offset activations ([`OffsetLattice`]: signed weight bytes, multipliers,
+/// the offset's part) paired into 512-bit registers, each token's `y + 128` bytes prepared
+/// once per product. This path's `vec_dot` for them is the AVX2 kernel with AVX-512 VNNI's
 /// `vpdpwssd`; its per-block integer sums are exact, so adding group `2k` in the low half and
-/// `2k + 1` in the high half of one register, then the halves, gives its two 256-bit
-/// accumulators' sum lane for lane, and the float part that follows is the kernel's (256-bit,
-/// one chain): bit-identical results.
+/// `2k + 1` in the high half of one register, then the halves, less the offset's part, gives
+/// its two 256-bit accumulators' sum lane for lane, and the float part that follows is the
+/// kernel's (256-bit, one chain): bit-identical results.
 pub(super) struct Lattice<X>(PhantomData<X>);
 
 impl<X: SignedLattice> Tile for Lattice<X> {
@@ -522,28 +523,37 @@ impl<X: SignedLattice> Tile for Lattice<X> {
     type A = BlockQ8_K;
     const STEP: usize = 1;
     const CHAINS: usize = 1;
-    /// Grid bytes, sign masks and multipliers of group pairs, `[d, ..]`.
-    type Dec = ([__m512i; 4], [__mmask64; 4], [__m512i; 4], __m128);
-    type Prep = Q8kQuants;
+    const PREP_ONCE: bool = true;
+    /// One token keeps the `vec_dot` row loop (signs on the activations, no offset part).
+    const ONE_TOKEN: bool = false;
+    /// Signed weight bytes and multipliers of group pairs, the offset's part, `[d, ..]`.
+    type Dec = ([__m512i; 4], [__m512i; 4], __m256i, __m128);
+    /// `y + 128` bytes of group pairs, `[d_y, ..]`.
+    type Prep = ([__m512i; 4], __m128);
     type Acc = __m256;
-    /// The gather, sign and scale decode costs several steps; the decoded step (8 registers
-    /// and 4 masks) and eight accumulators fit the register file.
+    /// The gather, sign and scale decode costs several steps; the decoded step (9 registers)
+    /// and eight accumulators fit the register file.
     const FEW_GROUP: usize = 8;
 
     #[inline(always)]
     unsafe fn decode(w: *const X) -> Self::Dec {
-        let [g, m, l] = (*w).groups::<Avx512Vnni>();
+        let (wq, ls, c) = offset_groups::<X, Avx512Vnni>(&*w);
         let pair = |v: &[__m256i; 8], p: usize| halves(v[2 * p], v[2 * p + 1]);
         (
-            std::array::from_fn(|p| pair(&g, p)),
-            std::array::from_fn(|p| _mm512_movepi8_mask(pair(&m, p))),
-            std::array::from_fn(|p| pair(&l, p)),
+            std::array::from_fn(|p| pair(&wq, p)),
+            std::array::from_fn(|p| pair(&ls, p)),
+            c,
             f16x4(block_ptr(&*w)),
         )
     }
     #[inline(always)]
     unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
-        q8k_quants(a)
+        let y = &*a;
+        let offset = _mm512_set1_epi8(-128);
+        let q = std::array::from_fn(|p| {
+            _mm512_xor_si512(_mm512_loadu_si512(y.qs.as_ptr().add(64 * p).cast()), offset)
+        });
+        (q, _mm_set_ss(y.scale()))
     }
     #[inline(always)]
     unsafe fn zero() -> __m256 {
@@ -553,15 +563,13 @@ impl<X: SignedLattice> Tile for Lattice<X> {
     unsafe fn step(acc: __m256, w: &Self::Dec, a: &Self::Prep) -> __m256 {
         let mut sum = _mm512_setzero_si512();
         for p in 0..4 {
-            let y = _mm512_loadu_si512(a.0.add(64 * p).cast());
-            let yq = _mm512_mask_sub_epi8(y, w.1[p], _mm512_setzero_si512(), y);
-            sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(w.0[p], yq), w.2[p]);
+            sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(a.0[p], w.0[p]), w.1[p]);
         }
         let sum = _mm256_add_epi32(
             _mm512_castsi512_si256(sum),
             _mm512_extracti64x4_epi64::<1>(sum),
         );
-        add_scaled(acc, w.3, a.1, sum)
+        add_scaled(acc, w.3, a.1, _mm256_sub_epi32(sum, w.2))
     }
     #[inline(always)]
     unsafe fn finish(acc: [__m256; 2], _: &[X], _: &[BlockQ8_K]) -> f32 {
