@@ -395,7 +395,11 @@ unsafe fn few<K: Tile>(m: &mut Mat<'_, K::W, K::A>, n_rows: usize, n_tok: usize)
     let nb = m.nb;
     let n_steps = nb / K::STEP;
     let prep_bytes = n_tok * n_steps * size_of::<K::Prep>();
-    let budget = if n_tok == 1 { PREP_CACHE_BYTES } else { FEW_PREP_BYTES };
+    let budget = if n_tok == 1 {
+        PREP_CACHE_BYTES
+    } else {
+        FEW_PREP_BYTES
+    };
     if prep_bytes > budget || align_of::<K::Prep>() > align_of::<Line>() {
         return false;
     }

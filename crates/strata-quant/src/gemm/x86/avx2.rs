@@ -435,9 +435,8 @@ pub(super) unsafe fn offset_groups<X: SignedLattice, M: IntDot>(x: &X) -> Offset
     let [grid, mask, ls] = x.groups::<M>();
     let offset = _mm256_set1_epi8(-128);
     let mut c = _mm256_setzero_si256();
-    let w: [__m256i; 8] = std::array::from_fn(|g| {
-        _mm256_sub_epi8(_mm256_xor_si256(grid[g], mask[g]), mask[g])
-    });
+    let w: [__m256i; 8] =
+        std::array::from_fn(|g| _mm256_sub_epi8(_mm256_xor_si256(grid[g], mask[g]), mask[g]));
     for g in 0..8 {
         c = M::madd_i16(c, _mm256_maddubs_epi16(offset, w[g]), ls[g]);
     }
