@@ -423,7 +423,9 @@ impl SignedLattice for BlockIQ3_S {
 /// With `y' = y + 128` the pair sums `y'_0 w_0 + y'_1 w_1` stay within ±2 · 255 · 62 (no
 /// `vpmaddubsw` saturation), so `Σ_g madd(maddubs(y'_g, w_g), ls_g) − C` is the kernel's
 /// `Σ_g madd(maddubs(|w_g|, ±y_g), ls_g)` exactly, lane for lane: the signs are applied once
-/// per row instead of once per (row, token) pair.
+/// per row instead of once per (row, token) pair. This holds for activation quants in
+/// −127..=127, the range Q8_K quantization writes (`q8_k.rs`); a −128, which the kernel's sign
+/// flip wraps, would give another sum here.
 pub(super) type OffsetLattice = ([__m256i; 8], [__m256i; 8], __m256i);
 
 /// [`OffsetLattice`] of a block.
