@@ -414,8 +414,8 @@ unsafe fn few<K: Tile>(m: &mut Mat<'_, K::W, K::A>, n_rows: usize, n_tok: usize)
                 .write(K::prep(tok.as_ptr().add(s * K::STEP)));
         }
     }
-    // More tokens than one group: each row is decoded once into a per-thread scratch that the
-    // groups then read, instead of once per group.
+    // Tokens per group (below); with more tokens than one group each row is decoded once into
+    // a per-thread scratch that the groups then read, instead of once per group.
     let group = if K::FEW_GROUP >= 8 { 8 } else { 4 };
     let dec_bytes = n_steps * size_of::<K::Dec>();
     let dec = (n_tok > group
@@ -445,7 +445,7 @@ unsafe fn few<K: Tile>(m: &mut Mat<'_, K::W, K::A>, n_rows: usize, n_tok: usize)
             while t < n_tok {
                 // No closures: they would not inherit the caller's target features.
                 let left = n_tok - t;
-                if K::FEW_GROUP >= 8 && left > 4 {
+                if group == 8 && left > 4 {
                     match left {
                         5 => few_row::<K, 5>(m, r, t, prep, dec),
                         6 => few_row::<K, 6>(m, r, t, prep, dec),

@@ -255,20 +255,6 @@ impl<M: IntDot> Tile for Q6K<M> {
     }
 }
 
-/// Q8_K activations as the AVX2 IQ4_XS tile reads them: the
-/// quants, `[d_y, ..]`.
-pub(super) type Q8kQuants = (*const i8, __m128);
-
-/// [`Q8kQuants`] of the block at `a`.
-///
-/// # Safety
-/// `a` points at a block that outlives the result; SSE is available.
-#[inline(always)]
-pub(super) unsafe fn q8k_quants(a: *const BlockQ8_K) -> Q8kQuants {
-    let y = &*a;
-    (y.qs.as_ptr(), _mm_set_ss(y.scale()))
-}
-
 /// `acc + d_x·d_y · sum`, lane by lane: the float part of the 256-bit one-chain kernels
 /// (`d_x`, `d_y` in lane 0; `sum` the block's exact integer sums).
 ///
@@ -290,7 +276,8 @@ impl<M: IntDot> Tile for IQ4XS<M> {
     const CHAINS: usize = 1;
     /// Table values `v` of the 8 sub-blocks, `|v|`, the sub-block scales as i16, `[d, ..]`.
     type Dec = ([__m256i; 8], [__m256i; 8], [i16; 8], __m128);
-    type Prep = Q8kQuants;
+    /// Quants, `[d_y, ..]`.
+    type Prep = (*const i8, __m128);
     type Acc = __m256;
 
     #[inline(always)]
@@ -310,7 +297,8 @@ impl<M: IntDot> Tile for IQ4XS<M> {
     }
     #[inline(always)]
     unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
-        q8k_quants(a)
+        let y = &*a;
+        (y.qs.as_ptr(), _mm_set_ss(y.scale()))
     }
     #[inline(always)]
     unsafe fn zero() -> __m256 {
@@ -463,7 +451,8 @@ pub(super) unsafe fn offset_q8k(a: *const BlockQ8_K) -> OffsetQ8k {
 
 /// IQ2_S, IQ3_XXS and IQ3_S against Q8_K: one block per step, one chain; the grid gather,
 /// signs and scales decoded once per row ([`OffsetLattice`]), each token's activations
-/// offset once per product, a (row, token) pair costing two instructions per 32 products.
+/// offset once per product, a (row, token) pair costing a `vpmaddubsw` and one i16
+/// multiply-add per 32 products (no sign flips).
 /// Same integer lanes as the `vec_dot` kernel, then its float part: the same bits.
 pub(super) struct Lattice<X, M>(PhantomData<(X, M)>);
 
