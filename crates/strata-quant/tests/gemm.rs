@@ -135,7 +135,7 @@ fn check(
 }
 
 /// (rows, tokens, blocks per row, output stride): odd and tile-sized shapes.
-const SHAPES: [(usize, usize, usize, usize); 12] = [
+const SHAPES: [(usize, usize, usize, usize); 15] = [
     (1, 1, 1, 1),
     // Decode (one token): the prefetching row loop, prefetches running past the last row.
     (37, 1, 16, 37),
@@ -151,6 +151,11 @@ const SHAPES: [(usize, usize, usize, usize); 12] = [
     (6, 2, 3, 6),
     (7, 3, 5, 9),
     (20, 12, 4, 21),
+    // AVX-512's block-order formats with 16 tokens in the lanes: a whole token group, one
+    // and a bit, and three groups with 16-row groups and their tail.
+    (19, 16, 3, 19),
+    (9, 17, 5, 11),
+    (35, 40, 2, 37),
 ];
 
 #[test]
@@ -205,9 +210,22 @@ fn gemm_matches_vec_dot_on_model_sized_rows() {
                 continue;
             }
             let w = weight_rows(&mut rng, ty, 6, n, Weights::Random);
-            let acts = act_rows(&mut rng, ty, 5, n, 0);
-            for &path in &paths {
-                check(path, ty, &w, 6, &acts, 5, 6, &format!("{n} columns"));
+            // 5 tokens: a small batch; 130: tiles (for AVX-512's block-order formats, two
+            // passes over the rows with 16 tokens in the lanes).
+            for n_tok in [5, 130] {
+                let acts = act_rows(&mut rng, ty, n_tok, n, 0);
+                for &path in &paths {
+                    check(
+                        path,
+                        ty,
+                        &w,
+                        6,
+                        &acts,
+                        n_tok,
+                        6,
+                        &format!("{n} columns, {n_tok} tokens"),
+                    );
+                }
             }
         }
     }

@@ -189,6 +189,49 @@ fn vec_dot_matches_scalar_on_random_rows_of_every_length() {
     }
 }
 
+/// AVX-512 runs the symmetric 32-element formats in the scalar reference's float order (one
+/// f32 sum, block after block: `gemm/x86/block_order.rs`), so there its results are the scalar
+/// ones bit for bit, on random rows and on every edge fill and scale.
+#[test]
+fn avx512_block_order_formats_equal_scalar_bit_for_bit() {
+    if !Isa::Avx512.is_available() {
+        eprintln!("skipping: this CPU lacks avx512");
+        return;
+    }
+    use GgmlType as T;
+    let mut rng = Rng::new(17);
+    let fills = [
+        Fill::Random,
+        Fill::Byte(0),
+        Fill::Byte(0xff),
+        Fill::Byte(0x80),
+        Fill::Byte(0x88),
+    ];
+    let scales = [
+        Scales::Random,
+        Scales::All(65504.0),
+        Scales::All(5.9604645e-8),
+        Scales::All(-1.0),
+    ];
+    for ty in [T::Q4_0, T::Q5_0, T::Q8_0, T::IQ4_NL] {
+        for blocks in [1, 2, 3, 7, 128, 151] {
+            for (i, (&fill, &scale)) in fills.iter().zip(scales.iter().cycle()).enumerate() {
+                let row = weight_row(&mut rng, ty, blocks, fill, scale);
+                let x = activations(&mut rng, blocks * 32, i % ACTIVATION_KINDS);
+                let mut act = vec![0u8; blocks * 34];
+                quantize(T::Q8_0, &x, &mut act).unwrap();
+                let want = vec_dot_on(Isa::Scalar, ty, &row, &act).unwrap();
+                let got = vec_dot_on(Isa::Avx512, ty, &row, &act).unwrap();
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "{ty}, {blocks} blocks, {fill:?}, {scale:?}: avx512 {got}, scalar {want}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn vec_dot_matches_scalar_on_edge_values() {
     let paths = simd_paths();

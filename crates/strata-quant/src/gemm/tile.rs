@@ -108,17 +108,10 @@ pub(crate) struct Job<'a> {
 /// decoded again for every group of tokens, as the decoded form would not stay in L1/L2.
 const DEC_CACHE_BYTES: usize = 64 << 10;
 
-/// Whether [`run`] keeps `R` decoded rows of `job` in its per-thread scratch: a kernel may
-/// pick a taller tile when it does, as its weights then come from L1.
-pub(crate) fn caches_rows<K: Tile, const R: usize>(job: &Job<'_>) -> bool {
-    let nb = job.w.len() / size_of::<K::W>() / job.n_rows.max(1);
-    R * (nb / K::STEP) * size_of::<K::Dec>() <= DEC_CACHE_BYTES
-}
-
 /// A cache line of scratch: the decoded weights of a row group live in a `Vec` of these.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct Line([u8; 64]);
+pub(crate) struct Line([u8; 64]);
 
 thread_local! {
     /// Per-thread scratch for decoded weights; grows to the largest row group seen.
@@ -127,7 +120,7 @@ thread_local! {
 
 /// The start of a per-thread scratch grown to at least `lines` cache lines, as a `T` pointer
 /// (`T` aligned to at most a line). The pointer is used after the borrow ends: see the callers.
-fn scratch<T>(cache: &'static LocalKey<RefCell<Vec<Line>>>, lines: usize) -> *mut T {
+pub(crate) fn scratch<T>(cache: &'static LocalKey<RefCell<Vec<Line>>>, lines: usize) -> *mut T {
     cache.with(|cache| {
         let mut cache = cache.borrow_mut();
         if cache.len() < lines {

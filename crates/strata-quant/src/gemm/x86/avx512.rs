@@ -5,12 +5,13 @@
 use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
-use super::super::tile::{caches_rows, run, Job, Tile};
+use super::super::tile::{run, Job, Tile};
 use super::avx2::{add_scaled, offset_groups, SignedLattice};
+use super::block_order;
 use super::reduce::{hsum4_ps128, lanes, reduce4};
 use crate::dot::x86::avx2::legacy as avx2;
 use crate::dot::x86::avx512::k_quants::{load_pair, scale_pick, AffineK};
-use crate::dot::x86::avx512::legacy::{Affine, Offset};
+use crate::dot::x86::avx512::legacy::Affine;
 use crate::dot::x86::avx512::q4_k;
 use crate::dot::x86::hsum_ps;
 use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps128, Avx512Vnni};
@@ -33,10 +34,10 @@ use crate::{BlockIQ4_NL, GgmlType};
 pub(super) unsafe fn gemm(ty: GgmlType, job: Job<'_>) -> bool {
     use GgmlType as T;
     match ty {
-        T::Q4_0 => symmetric::<BlockQ4_0>(job),
-        T::Q5_0 => symmetric::<BlockQ5_0>(job),
-        T::Q8_0 => symmetric::<BlockQ8_0>(job),
-        T::IQ4_NL => symmetric::<BlockIQ4_NL>(job),
+        T::Q4_0 => block_order::gemm::<BlockQ4_0>(job),
+        T::Q5_0 => block_order::gemm::<BlockQ5_0>(job),
+        T::Q8_0 => block_order::gemm::<BlockQ8_0>(job),
+        T::IQ4_NL => block_order::gemm::<BlockIQ4_NL>(job),
         T::Q4_1 => run::<AffinePair<BlockQ4_1>, 2, 4>(job),
         T::Q5_1 => run::<AffinePair<BlockQ5_1>, 2, 4>(job),
         T::Q4_K => run::<Q4K, 4, 2>(job),
@@ -47,20 +48,6 @@ pub(super) unsafe fn gemm(ty: GgmlType, job: Job<'_>) -> bool {
         T::IQ3_S => run::<Lattice<BlockIQ3_S>, 2, 4>(job),
         T::IQ2_S => run::<Lattice<BlockIQ2_S>, 2, 4>(job),
         _ => false,
-    }
-}
-
-/// A symmetric type in 8×2 tiles when 8 decoded rows stay in the scratch (each activation step
-/// then serves 8 rows, and the weights come from L1), else in 4×4 tiles.
-///
-/// # Safety
-/// As for [`gemm`].
-#[inline(always)]
-unsafe fn symmetric<X: SymmetricTail>(job: Job<'_>) -> bool {
-    if caches_rows::<Symmetric<X>, 8>(&job) {
-        run::<Symmetric<X>, 8, 2>(job)
-    } else {
-        run::<Symmetric<X>, 4, 4>(job)
     }
 }
 
@@ -76,86 +63,6 @@ unsafe fn halves_pair<X>(a: *const X, b: *const X) -> __m128 {
 unsafe fn spread_pair(s: __m128) -> __m512 {
     let idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(s))
-}
-
-/// A symmetric legacy format with its 256-bit kernel for an odd last block.
-pub(super) trait SymmetricTail: Offset + crate::Block {
-    unsafe fn tail(x: &[Self], y: &[BlockQ8_0]) -> f32;
-}
-
-macro_rules! symmetric_tail {
-    ($($block:ty => $kernel:ident),*) => {$(
-        impl SymmetricTail for $block {
-            #[inline(always)]
-            unsafe fn tail(x: &[Self], y: &[BlockQ8_0]) -> f32 {
-                avx2::$kernel::<Avx512Vnni>(x, y)
-            }
-        }
-    )*};
-}
-symmetric_tail!(BlockQ4_0 => q4_0, BlockQ5_0 => q5_0, BlockQ8_0 => q8_0, BlockIQ4_NL => iq4_nl);
-
-/// Q4_0, Q5_0, Q8_0, IQ4_NL against Q8_0: two blocks per step.
-pub(super) struct Symmetric<X>(PhantomData<X>);
-
-impl<X: SymmetricTail> Tile for Symmetric<X> {
-    type W = X;
-    type A = BlockQ8_0;
-    const STEP: usize = 2;
-    const CHAINS: usize = 2;
-    /// Decoding (Q5_0's fifth bits above all) costs more than a step; eight accumulators and a
-    /// decoded step take 10 of the 32 registers.
-    const FEW_GROUP: usize = 8;
-    /// The preparation (a `vpdpbusd` for `OFFSET Σ y` and the scale spread) costs about a
-    /// step: made once per token, not once per group of rows.
-    const PREP_ONCE: bool = true;
-    /// Biased quants `x + OFFSET`, the two `d_x` spread over the lanes of their blocks.
-    type Dec = (__m512i, __m512);
-    /// Quants, `-OFFSET Σ y` per lane, the two `d_y` spread over the lanes of their blocks.
-    type Prep = (__m512i, __m512i, __m512);
-    type Acc = __m512;
-
-    #[inline(always)]
-    unsafe fn decode(w: *const X) -> Self::Dec {
-        let (a, b) = (&*w, &*w.add(1));
-        (X::biased_pair(a, b), spread_pair(halves_pair(w, w.add(1))))
-    }
-    #[inline(always)]
-    unsafe fn prep(a: *const BlockQ8_0) -> Self::Prep {
-        let (ya, yb) = (&*a, &*a.add(1));
-        let y = load_pair(ya.qs.as_ptr(), yb.qs.as_ptr());
-        let offset = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(X::OFFSET), y);
-        let neg = _mm512_sub_epi32(_mm512_setzero_si512(), offset);
-        (y, neg, spread_pair(halves_pair(a, a.add(1))))
-    }
-    #[inline(always)]
-    unsafe fn zero() -> __m512 {
-        _mm512_setzero_ps()
-    }
-    #[inline(always)]
-    unsafe fn step(acc: __m512, w: &Self::Dec, a: &Self::Prep) -> __m512 {
-        // Σ (x + off) y - off Σ y, exact in i32 like the kernel's two `vpdpbusd`.
-        let sum = _mm512_dpbusd_epi32(a.1, w.0, a.0);
-        // Lane-wise product of the spread scales: the same f32 products as spreading
-        // `d_x · d_y`, so bit-identical to the kernel.
-        let d = _mm512_mul_ps(w.1, a.2);
-        _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sum), acc)
-    }
-    #[inline(always)]
-    unsafe fn finish(acc: [__m512; 2], w: &[X], a: &[BlockQ8_0]) -> f32 {
-        _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) + X::tail(w, a)
-    }
-    #[inline(always)]
-    unsafe fn finish4(acc: [[__m512; 2]; 4]) -> [f32; 4] {
-        let sums = reduce4([
-            _mm512_add_ps(acc[0][0], acc[0][1]),
-            _mm512_add_ps(acc[1][0], acc[1][1]),
-            _mm512_add_ps(acc[2][0], acc[2][1]),
-            _mm512_add_ps(acc[3][0], acc[3][1]),
-        ]);
-        // The kernel adds its (empty) tail's sum, which turns a -0 into +0.
-        lanes(_mm_add_ps(sums, _mm_set1_ps(X::tail(&[], &[]))))
-    }
 }
 
 /// An affine legacy format with its 256-bit kernel for an odd last block.

@@ -8,6 +8,7 @@
 
 mod avx2;
 mod avx512;
+mod block_order;
 mod reduce;
 
 use super::tile::Job;

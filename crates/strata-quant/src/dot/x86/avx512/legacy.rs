@@ -1,13 +1,17 @@
 //! AVX-512 VNNI `vec_dot` of the 32-element formats: two blocks per 512-bit register. Signed
 //! weights are offset to unsigned (`x + off`, off = 8, 16 or 128) so one `vpdpbusd` gives
 //! `Σ (x + off) y`, and a second one with the constant `off` gives `off Σ y` to subtract: exact
-//! i32 sums per block, in lanes 0..8 (first block) and 8..16 (second). An odd last block runs the
-//! 256-bit kernel.
+//! i32 sums per block, in lanes 0..8 (first block) and 8..16 (second).
+//!
+//! The symmetric formats (Q4_0, Q5_0, Q8_0, IQ4_NL) then add each block's sum into one f32 sum
+//! in block order, the scalar reference's float order, which the GEMM tiles can keep with
+//! 16 tokens (or 16 rows) in the lanes of one register (`gemm/x86/block_order.rs`). The affine
+//! formats (Q4_1, Q5_1) keep 16 lanes of FMA chains and end an odd row on the 256-bit kernel.
 
 use std::arch::x86_64::*;
 
 use super::super::avx2::legacy as avx2;
-use super::super::{block_ptr, Avx512Vnni};
+use super::super::{block_ptr, f16, Avx512Vnni};
 use crate::iq4::BlockIQ4_NL;
 use crate::iq_tables::KVALUES_IQ4NL;
 use crate::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
@@ -106,38 +110,69 @@ impl Offset for BlockIQ4_NL {
     }
 }
 
-/// `acc + [d_a ×8 | d_b ×8] · Σ x y` for two signed blocks.
+/// The exact i32 partial sums of `Σ x y` for two signed blocks: lanes 0..8 add up to block
+/// `a`'s sum, lanes 8..16 to block `b`'s. `neg_offset` is [`neg_offset`] of the activations.
 #[inline(always)]
-unsafe fn signed_pair<X: Offset>(
+pub(crate) unsafe fn signed_pair_sums<X: Offset>(
     xa: &X,
     xb: &X,
-    ya: &BlockQ8_0,
-    yb: &BlockQ8_0,
-    acc: __m512,
-) -> __m512 {
-    let y = load_pair(ya.qs.as_ptr(), yb.qs.as_ptr());
-    let biased = _mm512_dpbusd_epi32(_mm512_setzero_si512(), X::biased_pair(xa, xb), y);
-    // OFFSET as a u8 (128 for -128).
-    let offset = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(X::OFFSET), y);
-    let sum = _mm512_sub_epi32(biased, offset);
-    let d = spread_pair(pair_scales(xa, xb, ya, yb));
-    _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sum), acc)
+    y: __m512i,
+    neg_offset: __m512i,
+) -> __m512i {
+    _mm512_dpbusd_epi32(neg_offset, X::biased_pair(xa, xb), y)
 }
 
-/// Σ over an even number of blocks.
+/// `-OFFSET Σ y` per lane of two activation blocks' quants `y` (as [`load_pair`] gives them),
+/// the start that turns `Σ (x + OFFSET) y` into `Σ x y`.
+#[inline(always)]
+pub(crate) unsafe fn neg_offset<X: Offset>(y: __m512i) -> __m512i {
+    // OFFSET as a u8 (128 for -128).
+    let offset = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(X::OFFSET), y);
+    _mm512_sub_epi32(_mm512_setzero_si512(), offset)
+}
+
+/// The quants of two activation blocks: `a` in bytes 0..32, `b` in 32..64.
+#[inline(always)]
+pub(crate) unsafe fn act_pair(a: &BlockQ8_0, b: &BlockQ8_0) -> __m512i {
+    load_pair(a.qs.as_ptr(), b.qs.as_ptr())
+}
+
+/// The f16 scale at the start of a block, as f32 (exact).
+#[inline(always)]
+pub(crate) unsafe fn block_d<T>(block: &T) -> f32 {
+    let p = block_ptr(block);
+    f16([*p, *p.add(1)])
+}
+
+/// One block's term in the block order of the symmetric formats: `acc + isum · (d_x · d_y)`,
+/// two roundings (product, sum), as the scalar reference (`dot/legacy.rs`) adds it.
+#[inline(always)]
+pub(crate) fn block_term(acc: f32, isum: i32, dx: f32, dy: f32) -> f32 {
+    acc + isum as f32 * (dx * dy)
+}
+
+/// Σ over the blocks in order, each block's exact i32 sum scaled and added to one f32 sum:
+/// the scalar reference's float order, so this path's results equal `dot/legacy.rs` bit for
+/// bit. The tiles (`gemm/x86/block_order.rs`) keep the same order with rows or tokens in the
+/// lanes. An odd last block is paired with itself and its second sum dropped.
 #[inline(always)]
 unsafe fn symmetric<X: Offset>(x: &[X], y: &[BlockQ8_0]) -> f32 {
-    let (mut acc0, mut acc1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
-    let (xs, ys) = (x.chunks_exact(4), y.chunks_exact(4));
-    let (x_rest, y_rest) = (xs.remainder(), ys.remainder());
-    for (x, y) in xs.zip(ys) {
-        acc0 = signed_pair(&x[0], &x[1], &y[0], &y[1], acc0);
-        acc1 = signed_pair(&x[2], &x[3], &y[2], &y[3], acc1);
+    let n = x.len();
+    let mut acc = 0.0f32;
+    let mut b = 0;
+    while b < n {
+        let b1 = (b + 1).min(n - 1);
+        let yv = act_pair(&y[b], &y[b1]);
+        let sums = signed_pair_sums(&x[b], &x[b1], yv, neg_offset::<X>(yv));
+        let sa = _mm512_mask_reduce_add_epi32(0x00ff, sums);
+        acc = block_term(acc, sa, block_d(&x[b]), block_d(&y[b]));
+        if b1 != b {
+            let sb = _mm512_mask_reduce_add_epi32(0xff00, sums);
+            acc = block_term(acc, sb, block_d(&x[b1]), block_d(&y[b1]));
+        }
+        b += 2;
     }
-    if x_rest.len() == 2 {
-        acc0 = signed_pair(&x_rest[0], &x_rest[1], &y_rest[0], &y_rest[1], acc0);
-    }
-    _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1))
+    acc
 }
 
 /// Q4_1 and Q5_1: unsigned quants, two blocks at a time.
@@ -200,23 +235,28 @@ unsafe fn affine<X: Affine>(x: &[X], y: &[BlockQ8_1]) -> f32 {
 }
 
 macro_rules! kernels {
-    ($($name:ident: $x:ty, $y:ty => $kind:ident;)*) => {$(
+    ($($name:ident: $x:ty, $y:ty => $kind:ident, $tail:expr;)*) => {$(
         /// # Safety
         /// AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C are available.
         #[inline(always)]
         pub(crate) unsafe fn $name(x: &[$x], y: &[$y]) -> f32 {
             assert_eq!(x.len(), y.len(), "vec_dot block counts");
+            if !$tail {
+                return $kind(x, y);
+            }
             let even = x.len() / 2 * 2;
             $kind(&x[..even], &y[..even]) + avx2::$name::<Avx512Vnni>(&x[even..], &y[even..])
         }
     )*};
 }
 
+// The symmetric formats run every block in [`symmetric`]; the affine ones end an odd row on
+// the 256-bit kernel.
 kernels! {
-    q4_0: BlockQ4_0, BlockQ8_0 => symmetric;
-    q5_0: BlockQ5_0, BlockQ8_0 => symmetric;
-    q8_0: BlockQ8_0, BlockQ8_0 => symmetric;
-    iq4_nl: BlockIQ4_NL, BlockQ8_0 => symmetric;
-    q4_1: BlockQ4_1, BlockQ8_1 => affine;
-    q5_1: BlockQ5_1, BlockQ8_1 => affine;
+    q4_0: BlockQ4_0, BlockQ8_0 => symmetric, false;
+    q5_0: BlockQ5_0, BlockQ8_0 => symmetric, false;
+    q8_0: BlockQ8_0, BlockQ8_0 => symmetric, false;
+    iq4_nl: BlockIQ4_NL, BlockQ8_0 => symmetric, false;
+    q4_1: BlockQ4_1, BlockQ8_1 => affine, true;
+    q5_1: BlockQ5_1, BlockQ8_1 => affine, true;
 }

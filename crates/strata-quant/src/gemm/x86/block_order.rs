@@ -1,0 +1,382 @@
+//! AVX-512 GEMM of the symmetric 32-element formats (Q4_0, Q5_0, Q8_0, IQ4_NL against Q8_0)
+//! in their block order: for each (row, token), block after block, the block's exact i32 sum
+//! `Σ x y` is converted, multiplied by `d_x · d_y` and added to one f32 sum (the scalar
+//! reference's order, `dot/legacy.rs`, which this path's `vec_dot` also follows). Because that
+//! order has one f32 chain per (row, token), 16 of them fit the lanes of one register, either
+//! way round:
+//!
+//! - **Tokens in lanes** ([`token_lanes`], many tokens). The activations are repacked so one
+//!   register holds 4 bytes of each of 16 tokens (`y + 128`, unsigned); a dword of 4 signed
+//!   weight bytes, broadcast, meets them in one `vpdpbusd`, 64 products. Eight of those give
+//!   a block's 16 sums, started from `-128 Σ x` (the offset of the activations), and one
+//!   convert, two multiplies and one add scale them for all 16 tokens: 12 instructions per
+//!   512 products, where a per-pair kernel spends 16 (`vpdpbusd`, multiply, convert, FMA per
+//!   64). The same layout as llama.cpp's `tinyBLAS` VNNI micro-kernels.
+//! - **Rows in lanes** ([`row_lanes`], one to a few tokens: decode). Sixteen rows' two blocks
+//!   go through one `vpdpbusd` each, as in `vec_dot`, and their partial sums are transposed and
+//!   added into one register per block (lane = row), which is then scaled as above. The
+//!   transposition runs on the shuffle port beside the products.
+//!
+//! Integer sums are exact in any order, and each lane does the reference's float operations in
+//! the reference's order, so every entry equals `vec_dot` on this path bit for bit
+//! (tests/gemm.rs) and, for these formats, the scalar reference too (tests/simd.rs).
+
+use std::arch::x86_64::*;
+use std::cell::RefCell;
+use std::mem::size_of;
+
+use super::super::tile::{scratch, Job, Line};
+use crate::block::cast_blocks;
+use crate::dot::x86::avx512::legacy::block_d;
+use crate::dot::x86::avx512::legacy::{act_pair, neg_offset, Offset};
+use crate::dot::x86::PREFETCH_BYTES;
+use crate::legacy::BlockQ8_0;
+
+/// Tokens from which a job runs with tokens in the lanes: below it the lanes a token group
+/// leaves empty cost more than the rows-in-lanes form, which does 16 rows per token.
+pub(super) const TOKEN_LANES_MIN: usize = 6;
+
+/// `job` in block order: tokens in lanes from [`TOKEN_LANES_MIN`] tokens, else rows in lanes.
+/// Always `true` (every entry written).
+///
+/// # Safety
+/// AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C are available; `gemm` checked the lengths.
+#[inline(always)]
+pub(super) unsafe fn gemm<X: Offset + crate::Block>(job: Job<'_>) -> bool {
+    if job.n_tok >= TOKEN_LANES_MIN {
+        token_lanes::<X, 8>(job);
+    } else {
+        row_lanes::<X>(job);
+    }
+    true
+}
+
+const CHECKED: &str = "gemm checked the lengths";
+
+/// The 16 f16 scales found `offsets` bytes past `base` (4 readable bytes at each), as f32.
+#[inline(always)]
+unsafe fn gather_d(base: *const u8, offsets: __m512i) -> __m512 {
+    let halves = _mm512_i32gather_epi32::<1>(offsets, base.cast());
+    _mm512_cvtph_ps(_mm512_cvtepi32_epi16(halves))
+}
+
+/// The lanes of `acc` that hold entries: `n` of them, to `out[at + k·step]`.
+#[inline(always)]
+unsafe fn store_lanes(acc: __m512, n: usize, out: &mut [f32], at: usize, step: usize) {
+    let mut lanes = [0.0f32; 16];
+    _mm512_storeu_ps(lanes.as_mut_ptr(), acc);
+    for (k, v) in lanes.into_iter().take(n).enumerate() {
+        out[at + k * step] = v;
+    }
+}
+
+/// `acc + cvt(sums) · d`, lane by lane: a block's term in the reference's order.
+#[inline(always)]
+unsafe fn add_block(acc: __m512, sums: __m512i, d: __m512) -> __m512 {
+    _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(sums), d))
+}
+
+// ---- Rows in lanes ----
+
+/// Block sums of 16 rows from their pair partial sums (`v[i]`: row `i`, lanes 0..8 block `a`,
+/// 8..16 block `b`): (block `a`, block `b`), lane `i` = row `i`. Exact (i32 adds).
+#[inline(always)]
+unsafe fn transpose_sums(v: &[__m512i; 16]) -> (__m512i, __m512i) {
+    // Row pairs: each 128-bit chunk [r0 d0+d2, r1 d0+d2, r0 d1+d3, r1 d1+d3].
+    let mut u = [_mm512_setzero_si512(); 8];
+    for p in 0..8 {
+        let (x, y) = (v[2 * p], v[2 * p + 1]);
+        u[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y));
+    }
+    // Row quads: each 128-bit chunk holds the chunk sums of 4 rows.
+    let mut w = [_mm512_setzero_si512(); 4];
+    for q in 0..4 {
+        let (x, y) = (u[2 * q], u[2 * q + 1]);
+        w[q] = _mm512_add_epi32(_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y));
+    }
+    // Chunks 0, 1 are block a's halves, 2, 3 block b's: [a 0-3, b 0-3, a 4-7, b 4-7], ...
+    let (s01, s23) = (halves(w[0], w[1]), halves(w[2], w[3]));
+    (
+        _mm512_shuffle_i32x4::<0b10_00_10_00>(s01, s23),
+        _mm512_shuffle_i32x4::<0b11_01_11_01>(s01, s23),
+    )
+}
+
+/// Chunks `[x0 + x1, x2 + x3, y0 + y1, y2 + y3]` of 128-bit chunks `x0..x3`, `y0..y3`.
+#[inline(always)]
+unsafe fn halves(x: __m512i, y: __m512i) -> __m512i {
+    _mm512_add_epi32(
+        _mm512_shuffle_i32x4::<0b10_00_10_00>(x, y),
+        _mm512_shuffle_i32x4::<0b11_01_11_01>(x, y),
+    )
+}
+
+/// Rows in lanes: 16 rows at a time (the last group repeats its last row in the unused
+/// lanes), up to [`ROW_LANES_TOKENS`] tokens at a time: each pair of blocks of the 16 rows is
+/// decoded once, with their scales, and meets every token of the group.
+///
+/// # Safety
+/// As for [`gemm`].
+#[inline(always)]
+unsafe fn row_lanes<X: Offset + crate::Block>(mut job: Job<'_>) {
+    let mut t = 0;
+    while t < job.n_tok {
+        // No closures: they would not inherit the caller's target features.
+        match job.n_tok - t {
+            1 => row_lanes_tokens::<X, 1>(&mut job, t),
+            2 => row_lanes_tokens::<X, 2>(&mut job, t),
+            3 => row_lanes_tokens::<X, 3>(&mut job, t),
+            _ => row_lanes_tokens::<X, 4>(&mut job, t),
+        }
+        t += ROW_LANES_TOKENS;
+    }
+}
+
+/// Most tokens [`row_lanes`] applies one decoded pair of blocks to.
+const ROW_LANES_TOKENS: usize = 4;
+
+/// [`row_lanes`] for tokens `t0..t0 + T`, writing through `job.out`.
+///
+/// # Safety
+/// As for [`gemm`]; `t0 + T <= job.n_tok`.
+#[inline(always)]
+unsafe fn row_lanes_tokens<X: Offset + crate::Block, const T: usize>(job: &mut Job<'_>, t0: usize) {
+    let (w, a) = (job.w, job.acts);
+    let w: &[X] = cast_blocks(w).expect(CHECKED);
+    let a: &[BlockQ8_0] = cast_blocks(a).expect(CHECKED);
+    let (n_rows, stride) = (job.n_rows, job.out_stride);
+    let nb = w.len() / n_rows;
+    let row_bytes = nb * size_of::<X>();
+    for r0 in (0..n_rows).step_by(16) {
+        let live = (n_rows - r0).min(16);
+        let mut rows = [w.as_ptr(); 16];
+        let mut offsets = [0i32; 16];
+        for i in 0..16 {
+            let r = (r0 + i).min(n_rows - 1);
+            rows[i] = w.as_ptr().add(r * nb);
+            offsets[i] = ((r - r0) * row_bytes) as i32;
+        }
+        let offsets = _mm512_loadu_si512(offsets.as_ptr().cast());
+        let base = w.as_ptr().add(r0 * nb).cast::<u8>();
+        let mut acc = [_mm512_setzero_ps(); T];
+        let mut b = 0;
+        while b < nb {
+            let b1 = (b + 1).min(nb - 1);
+            let mut x = [_mm512_setzero_si512(); 16];
+            for i in 0..16 {
+                let row = rows[i];
+                if i < live {
+                    let at = row.add(b).cast::<u8>();
+                    _mm_prefetch::<_MM_HINT_T0>(at.add(PREFETCH_BYTES).cast());
+                }
+                x[i] = X::biased_pair(&*row.add(b), &*row.add(b1));
+            }
+            let da = gather_d(base.add(b * size_of::<X>()), offsets);
+            let db = gather_d(base.add(b1 * size_of::<X>()), offsets);
+            for (j, acc) in acc.iter_mut().enumerate() {
+                let y = &a[(t0 + j) * nb..(t0 + j + 1) * nb];
+                let yv = act_pair(&y[b], &y[b1]);
+                let neg = neg_offset::<X>(yv);
+                let mut v = [_mm512_setzero_si512(); 16];
+                for i in 0..16 {
+                    v[i] = _mm512_dpbusd_epi32(neg, x[i], yv);
+                }
+                let (sa, sb) = transpose_sums(&v);
+                *acc = add_block(*acc, sa, _mm512_mul_ps(da, _mm512_set1_ps(block_d(&y[b]))));
+                if b1 != b {
+                    let dy = _mm512_set1_ps(block_d(&y[b1]));
+                    *acc = add_block(*acc, sb, _mm512_mul_ps(db, dy));
+                }
+            }
+            b += 2;
+        }
+        for (j, acc) in acc.into_iter().enumerate() {
+            store_lanes(acc, live, job.out, (t0 + j) * stride + r0, 1);
+        }
+    }
+}
+
+// ---- Tokens in lanes ----
+
+/// One decoded weight block of one row: the signed quants as 8 dwords (4 bytes each, in
+/// element order), `-128 Σ x` (the start that cancels the activations' offset) and `d_x`.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct RowBlock {
+    q: [i32; 8],
+    start: i32,
+    d: f32,
+}
+
+/// One activation block of 16 tokens: register `k` holds bytes `4k..4k + 4` of each token
+/// (lane = token) as `y + 128`; `d` holds the tokens' `d_y`. Lanes past the last token hold
+/// `y = 0`, `d_y = 0`.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct ActBlock {
+    q: [__m512i; 8],
+    d: __m512,
+}
+
+/// Bytes of repacked activations one pass over the rows reads (per thread): each pass
+/// decodes the rows again, so the larger the pass the less decoding, while it stays in L2.
+const ACT_BYTES: usize = 512 << 10;
+
+thread_local! {
+    /// Per-thread scratch for repacked activations.
+    static ACTS: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
+    /// Per-thread scratch for the decoded blocks of a group of rows.
+    static ROWS: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Repacks token groups `g0..g1` (16 tokens each) of `a` (`nb` blocks per token, `n_tok`
+/// tokens) into `dst`, group-major then block order.
+///
+/// # Safety
+/// As for [`gemm`]; `dst` has room for `(g1 - g0) · nb` blocks.
+#[inline(always)]
+unsafe fn repack(
+    a: &[BlockQ8_0],
+    nb: usize,
+    n_tok: usize,
+    g0: usize,
+    g1: usize,
+    dst: *mut ActBlock,
+) {
+    let tok_bytes = (nb * size_of::<BlockQ8_0>()) as i32;
+    let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    let offsets = _mm512_mullo_epi32(lane, _mm512_set1_epi32(tok_bytes));
+    let flip = _mm512_set1_epi8(-128);
+    for g in g0..g1 {
+        let live = (n_tok - g * 16).min(16);
+        let mask: __mmask16 = ((1u32 << live) - 1) as u16;
+        let first = a.as_ptr().add(g * 16 * nb).cast::<u8>();
+        for b in 0..nb {
+            let block = first.add(b * size_of::<BlockQ8_0>());
+            let mut q = [_mm512_setzero_si512(); 8];
+            for (k, q) in q.iter_mut().enumerate() {
+                let src = block.add(2 + 4 * k).cast();
+                let y =
+                    _mm512_mask_i32gather_epi32::<1>(_mm512_setzero_si512(), mask, offsets, src);
+                *q = _mm512_xor_si512(y, flip);
+            }
+            let halves = _mm512_mask_i32gather_epi32::<1>(
+                _mm512_setzero_si512(),
+                mask,
+                offsets,
+                block.cast(),
+            );
+            let d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(halves));
+            dst.add((g - g0) * nb + b).write(ActBlock { q, d });
+        }
+    }
+}
+
+/// Decodes rows `r0..r0 + R` (a row past `n_rows` repeats the last) of `w` into `dst`,
+/// block-major: `dst[b·R + i]` is block `b` of row `r0 + i`.
+///
+/// # Safety
+/// As for [`gemm`]; `dst` has room for `R · nb` blocks.
+#[inline(always)]
+unsafe fn decode_rows<X: Offset, const R: usize>(
+    w: &[X],
+    nb: usize,
+    n_rows: usize,
+    r0: usize,
+    dst: *mut RowBlock,
+) {
+    let off = _mm512_set1_epi8(X::OFFSET);
+    // 32 · OFFSET as a u8: the sum of a block's biased bytes less Σ x.
+    let bias = 32 * (X::OFFSET as u8 as i64);
+    for i in 0..R {
+        let row = w.as_ptr().add((r0 + i).min(n_rows - 1) * nb);
+        let mut b = 0;
+        while b < nb {
+            let b1 = (b + 1).min(nb - 1);
+            let biased = X::biased_pair(&*row.add(b), &*row.add(b1));
+            let signed = _mm512_sub_epi8(biased, off);
+            let sad = _mm512_sad_epu8(biased, _mm512_setzero_si512());
+            let mut q = [0i32; 16];
+            _mm512_storeu_si512(q.as_mut_ptr().cast(), signed);
+            let sums = [
+                _mm512_mask_reduce_add_epi64(0x0f, sad) - bias,
+                _mm512_mask_reduce_add_epi64(0xf0, sad) - bias,
+            ];
+            for (k, blk) in [b, b1]
+                .into_iter()
+                .enumerate()
+                .take(1 + usize::from(b1 != b))
+            {
+                let mut part = [0i32; 8];
+                part.copy_from_slice(&q[8 * k..8 * k + 8]);
+                dst.add(blk * R + i).write(RowBlock {
+                    q: part,
+                    start: (-128 * sums[k]) as i32,
+                    d: block_d(&*row.add(blk)),
+                });
+            }
+            b += 2;
+        }
+    }
+}
+
+/// `R` rows × 16 tokens over every block: the f32 sums, register `i` = row `i`, lane = token.
+///
+/// # Safety
+/// As for [`gemm`]; `rows` holds `R · nb` blocks as [`decode_rows`] writes them, `acts` `nb`.
+#[inline(always)]
+unsafe fn tile<const R: usize>(
+    rows: *const RowBlock,
+    acts: *const ActBlock,
+    nb: usize,
+) -> [__m512; R] {
+    let mut acc = [_mm512_setzero_ps(); R];
+    for b in 0..nb {
+        let act = &*acts.add(b);
+        for (i, acc) in acc.iter_mut().enumerate() {
+            let row = &*rows.add(b * R + i);
+            let mut s = _mm512_set1_epi32(row.start);
+            for k in 0..8 {
+                s = _mm512_dpbusd_epi32(s, act.q[k], _mm512_set1_epi32(row.q[k]));
+            }
+            let d = _mm512_mul_ps(_mm512_set1_ps(row.d), act.d);
+            *acc = add_block(*acc, s, d);
+        }
+    }
+    acc
+}
+
+/// Tokens in lanes: passes of at most [`ACT_BYTES`] of repacked token groups; in each pass,
+/// groups of `R` rows are decoded once and meet every token group of the pass.
+///
+/// # Safety
+/// As for [`gemm`].
+#[inline(always)]
+unsafe fn token_lanes<X: Offset + crate::Block, const R: usize>(job: Job<'_>) {
+    let w: &[X] = cast_blocks(job.w).expect(CHECKED);
+    let a: &[BlockQ8_0] = cast_blocks(job.acts).expect(CHECKED);
+    let (n_rows, n_tok, stride) = (job.n_rows, job.n_tok, job.out_stride);
+    let nb = w.len() / n_rows;
+    let groups = n_tok.div_ceil(16);
+    let group_bytes = nb * size_of::<ActBlock>();
+    let pass = (ACT_BYTES / group_bytes).clamp(1, groups);
+    let line = size_of::<Line>();
+    // SAFETY (of using the scratch past the borrow): per thread, touched only here, and this
+    // neither recurses nor yields.
+    let acts = scratch::<ActBlock>(&ACTS, (pass * group_bytes).div_ceil(line));
+    let rows = scratch::<RowBlock>(&ROWS, (R * nb * size_of::<RowBlock>()).div_ceil(line));
+    for g0 in (0..groups).step_by(pass) {
+        let g1 = (g0 + pass).min(groups);
+        repack(a, nb, n_tok, g0, g1, acts);
+        for r0 in (0..n_rows).step_by(R) {
+            decode_rows::<X, R>(w, nb, n_rows, r0, rows);
+            for g in g0..g1 {
+                let sums = tile::<R>(rows, acts.add((g - g0) * nb), nb);
+                let live = (n_tok - g * 16).min(16);
+                for (i, sum) in sums.into_iter().enumerate().take(n_rows - r0) {
+                    store_lanes(sum, live, job.out, g * 16 * stride + r0 + i, stride);
+                }
+            }
+        }
+    }
+}
