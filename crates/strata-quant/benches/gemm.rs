@@ -124,6 +124,7 @@ fn bench_expert(c: &mut Criterion) {
         GgmlType::Q5_0,
         GgmlType::Q6_K,
         GgmlType::IQ3_XXS,
+        GgmlType::Q8_0,
         GgmlType::IQ4_NL,
     ] {
         bench_expert_type(c, ty);
@@ -198,6 +199,37 @@ fn bench_expert_dram(c: &mut Criterion) {
     }
 }
 
+/// Decode from DRAM: one token against a 151936 × 896 matrix (Qwen2.5-0.5B's output
+/// projection, 145 MB at Q8_0, 94 MB at Q5_0), one thread: the bytes stream from DRAM once per
+/// call, so this measures the row loop's memory access. Filter with `-- decode_dram`.
+fn bench_decode_dram(c: &mut Criterion) {
+    let (n_rows, n) = (151_936, 896);
+    for ty in [GgmlType::Q8_0, GgmlType::Q5_0] {
+        let w = weights(ty, n_rows, n);
+        let acts = rows(vec_dot_type(ty).unwrap(), 1, n, 2);
+        let mut out = vec![0.0f32; n_rows];
+        let mut group = c.benchmark_group(format!("decode_dram/{ty}"));
+        group.throughput(Throughput::Bytes(w.len() as u64));
+        group.sample_size(10);
+        group.bench_function(BenchmarkId::new(format!("gemm/{}", Isa::best()), 1), |b| {
+            b.iter(|| {
+                gemm_on(
+                    Isa::best(),
+                    ty,
+                    black_box(&w),
+                    n_rows,
+                    &acts,
+                    1,
+                    &mut out,
+                    n_rows,
+                )
+                .unwrap()
+            })
+        });
+        group.finish();
+    }
+}
+
 /// A router: 512 experts × 2048 F32 columns (Qwen3-Next's, qwen4exp's) against a chunk's
 /// f32 activations, tiled (`gemm_f32`) and as one `dot_f32` per (row, token). Filter with
 /// `-- router`.
@@ -243,6 +275,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = bench_gemm, bench_expert, bench_expert_dram, bench_router
+    targets = bench_gemm, bench_expert, bench_expert_dram, bench_decode_dram, bench_router
 }
 criterion_main!(benches);

@@ -24,12 +24,13 @@
 
 use std::arch::x86_64::*;
 use std::cell::RefCell;
+use std::marker::PhantomData;
 use std::mem::size_of;
 
-use super::super::tile::{scratch, Job, Line};
+use super::super::tile::{run, scratch, Job, Line, Tile};
 use crate::block::cast_blocks;
 use crate::dot::x86::avx512::legacy::block_d;
-use crate::dot::x86::avx512::legacy::{act_pair, neg_offset, Offset};
+use crate::dot::x86::avx512::legacy::{act_pair, symmetric_from, Offset};
 use crate::legacy::BlockQ8_0;
 
 /// Tokens from which a job runs with tokens in the lanes: below it the lanes a token group
@@ -45,20 +46,13 @@ pub(super) const TOKEN_LANES_MIN: usize = 6;
 pub(super) unsafe fn gemm<X: Offset + crate::Block>(job: Job<'_>) -> bool {
     if job.n_tok >= TOKEN_LANES_MIN {
         token_lanes::<X, 8>(job);
+        true
     } else {
-        row_lanes::<X>(job);
+        run::<RowChain<X>, 4, 1>(job)
     }
-    true
 }
 
 const CHECKED: &str = "gemm checked the lengths";
-
-/// The 16 f16 scales found `offsets` bytes past `base` (4 readable bytes at each), as f32.
-#[inline(always)]
-unsafe fn gather_d(base: *const u8, offsets: __m512i) -> __m512 {
-    let halves = _mm512_i32gather_epi32::<1>(offsets, base.cast());
-    _mm512_cvtph_ps(_mm512_cvtepi32_epi16(halves))
-}
 
 /// The lanes of `acc` that hold entries: `n` of them, to `out[at + k·step]`.
 #[inline(always)]
@@ -70,148 +64,101 @@ unsafe fn store_lanes(acc: __m512, n: usize, out: &mut [f32], at: usize, step: u
     }
 }
 
-/// Asks for the cache lines of `w[from..to]` (clipped to `w`) to be brought into L2. A hint
-/// only: no fault, no effect on results.
-#[inline(always)]
-unsafe fn prefetch_l2(w: &[u8], from: usize, to: usize) {
-    let mut at = from;
-    while at < to.min(w.len()) {
-        _mm_prefetch::<_MM_HINT_T1>(w.as_ptr().add(at).cast());
-        at += 64;
-    }
-}
-
 /// `acc + cvt(sums) · d`, lane by lane: a block's term in the reference's order.
 #[inline(always)]
 unsafe fn add_block(acc: __m512, sums: __m512i, d: __m512) -> __m512 {
     _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(sums), d))
 }
 
-// ---- Rows in lanes ----
+// ---- One row at a time ----
 
-/// Block sums of 16 rows from their pair partial sums (`v[i]`: row `i`, lanes 0..8 block `a`,
-/// 8..16 block `b`): (block `a`, block `b`), lane `i` = row `i`. Exact (i32 adds).
+/// The sums of 4 blocks from two pairs' partial sums (`v0`: lanes 0..8 add up to block 0,
+/// 8..16 to block 1; `v1` blocks 2 and 3, as `vec_dot`'s `vpdpbusd` leaves them), block `b`
+/// in lane `b`. Exact (i32 adds).
 #[inline(always)]
-unsafe fn transpose_sums(v: &[__m512i; 16]) -> (__m512i, __m512i) {
-    // Row pairs: each 128-bit chunk [r0 d0+d2, r1 d0+d2, r0 d1+d3, r1 d1+d3].
-    let mut u = [_mm512_setzero_si512(); 8];
-    for p in 0..8 {
-        let (x, y) = (v[2 * p], v[2 * p + 1]);
-        u[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y));
-    }
-    // Row quads: each 128-bit chunk holds the chunk sums of 4 rows.
-    let mut w = [_mm512_setzero_si512(); 4];
-    for q in 0..4 {
-        let (x, y) = (u[2 * q], u[2 * q + 1]);
-        w[q] = _mm512_add_epi32(_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y));
-    }
-    // Chunks 0, 1 are block a's halves, 2, 3 block b's: [a 0-3, b 0-3, a 4-7, b 4-7], ...
-    let (s01, s23) = (halves(w[0], w[1]), halves(w[2], w[3]));
-    (
-        _mm512_shuffle_i32x4::<0b10_00_10_00>(s01, s23),
-        _mm512_shuffle_i32x4::<0b11_01_11_01>(s01, s23),
-    )
+unsafe fn block_sums4(v0: __m512i, v1: __m512i) -> __m128i {
+    // Each 128-bit chunk c: [v0 d0+d2, v1 d0+d2, v0 d1+d3, v1 d1+d3].
+    let u = _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
+    // Dwords 0, 1 of chunk c: chunk c's sums of v0, v1.
+    let t = _mm512_add_epi32(u, _mm512_shuffle_epi32::<0b01_00_11_10>(u));
+    // Chunks 0, 1 are the halves of blocks 0 (v0) and 2 (v1); chunks 2, 3 of blocks 1 and 3.
+    let even = _mm_add_epi32(_mm512_castsi512_si128(t), _mm512_extracti32x4_epi32::<1>(t));
+    let odd = _mm_add_epi32(
+        _mm512_extracti32x4_epi32::<2>(t),
+        _mm512_extracti32x4_epi32::<3>(t),
+    );
+    _mm_unpacklo_epi32(even, odd)
 }
 
-/// Chunks `[x0 + x1, x2 + x3, y0 + y1, y2 + y3]` of 128-bit chunks `x0..x3`, `y0..y3`.
+/// The f16 fields at the starts of 4 blocks `size` bytes apart, as f32 (exact).
 #[inline(always)]
-unsafe fn halves(x: __m512i, y: __m512i) -> __m512i {
-    _mm512_add_epi32(
-        _mm512_shuffle_i32x4::<0b10_00_10_00>(x, y),
-        _mm512_shuffle_i32x4::<0b11_01_11_01>(x, y),
-    )
+unsafe fn halves4(p: *const u8, size: usize) -> __m128 {
+    let h = |k: usize| p.add(k * size).cast::<u16>().read_unaligned() as i32;
+    let v = _mm_setr_epi32(h(0) | h(1) << 16, h(2) | h(3) << 16, 0, 0);
+    _mm_cvtph_ps(v)
 }
 
-/// Rows in lanes: 16 rows at a time (the last group repeats its last row in the unused
-/// lanes), up to [`ROW_LANES_TOKENS`] tokens at a time: each pair of blocks of the 16 rows is
-/// decoded once, with their scales, and meets every token of the group.
-///
-/// # Safety
-/// As for [`gemm`].
-#[inline(always)]
-unsafe fn row_lanes<X: Offset + crate::Block>(mut job: Job<'_>) {
-    let mut t = 0;
-    while t < job.n_tok {
-        // No closures: they would not inherit the caller's target features.
-        match job.n_tok - t {
-            1 => row_lanes_tokens::<X, 1>(&mut job, t),
-            2 => row_lanes_tokens::<X, 2>(&mut job, t),
-            3 => row_lanes_tokens::<X, 3>(&mut job, t),
-            _ => row_lanes_tokens::<X, 4>(&mut job, t),
-        }
-        t += ROW_LANES_TOKENS;
+/// The symmetric formats one row at a time, 4 blocks a step, through the shared tile loop
+/// (`tile.rs`): for one to a few tokens (decode), whose rows then stream by in the order the
+/// decode row loop reads them. A step takes the 4 blocks' exact sums (two `vpdpbusd` as in
+/// `vec_dot`, then [`block_sums4`]), scales them in the lanes and adds the 4 products to the
+/// (row, token) sum in block order.
+pub(super) struct RowChain<X>(PhantomData<X>);
+
+impl<X: Offset + crate::Block> Tile for RowChain<X> {
+    type W = X;
+    type A = BlockQ8_0;
+    const STEP: usize = 4;
+    const CHAINS: usize = 1;
+    /// The preparation (two `vpdpbusd` and a reduction for `OFFSET Σ y`) costs about a step.
+    const PREP_ONCE: bool = true;
+    /// The two biased pairs (`x + OFFSET`); the 4 `d_x`.
+    type Dec = (__m512i, __m512i, __m128);
+    /// The two activation pairs; the 4 `OFFSET Σ y`; the 4 `d_y`.
+    type Prep = (__m512i, __m512i, __m128i, __m128);
+    type Acc = f32;
+
+    #[inline(always)]
+    unsafe fn decode(w: *const X) -> Self::Dec {
+        let q0 = X::biased_pair(&*w, &*w.add(1));
+        let q1 = X::biased_pair(&*w.add(2), &*w.add(3));
+        (q0, q1, halves4(w.cast(), size_of::<X>()))
     }
-}
-
-/// Most tokens [`row_lanes`] applies one decoded pair of blocks to.
-const ROW_LANES_TOKENS: usize = 4;
-
-/// [`row_lanes`] for tokens `t0..t0 + T`, writing through `job.out`.
-///
-/// # Safety
-/// As for [`gemm`]; `t0 + T <= job.n_tok`.
-#[inline(always)]
-unsafe fn row_lanes_tokens<X: Offset + crate::Block, const T: usize>(job: &mut Job<'_>, t0: usize) {
-    let (w_bytes, a) = (job.w, job.acts);
-    let w: &[X] = cast_blocks(w_bytes).expect(CHECKED);
-    let a: &[BlockQ8_0] = cast_blocks(a).expect(CHECKED);
-    let (n_rows, stride) = (job.n_rows, job.out_stride);
-    let nb = w.len() / n_rows;
-    let row_bytes = nb * size_of::<X>();
-    for r0 in (0..n_rows).step_by(16) {
-        let live = (n_rows - r0).min(16);
-        let mut rows = [w.as_ptr(); 16];
-        let mut offsets = [0i32; 16];
-        for i in 0..16 {
-            let r = (r0 + i).min(n_rows - 1);
-            rows[i] = w.as_ptr().add(r * nb);
-            offsets[i] = ((r - r0) * row_bytes) as i32;
-        }
-        let offsets = _mm512_loadu_si512(offsets.as_ptr().cast());
-        let base = w.as_ptr().add(r0 * nb).cast::<u8>();
-        let mut acc = [_mm512_setzero_ps(); T];
-        // The next group's bytes, a share at each pair step, into L2: decode reads every weight
-        // from DRAM once, and 16 rows read side by side defeat the hardware prefetchers'
-        // streams. (Into L1 the requests queue behind the few fill buffers: Qwen2.5-0.5B
-        // decode 31.9 tok/s against 34.9 into L2; none: 25.4.)
-        let (next, next_end) = (
-            (r0 + 16) * row_bytes,
-            ((r0 + 32) * row_bytes).min(w_bytes.len()),
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_0) -> Self::Prep {
+        let y0 = act_pair(&*a, &*a.add(1));
+        let y1 = act_pair(&*a.add(2), &*a.add(3));
+        // OFFSET as a u8 (128 for -128).
+        let off = _mm512_set1_epi8(X::OFFSET);
+        let zero = _mm512_setzero_si512();
+        let offsets = block_sums4(
+            _mm512_dpbusd_epi32(zero, off, y0),
+            _mm512_dpbusd_epi32(zero, off, y1),
         );
-        let share = (next_end.saturating_sub(next))
-            .div_ceil(nb.div_ceil(2))
-            .next_multiple_of(64);
-        let mut b = 0;
-        while b < nb {
-            let b1 = (b + 1).min(nb - 1);
-            let from = next + b / 2 * share;
-            prefetch_l2(w_bytes, from, (from + share).min(next_end));
-            let mut x = [_mm512_setzero_si512(); 16];
-            for i in 0..16 {
-                x[i] = X::biased_pair(&*rows[i].add(b), &*rows[i].add(b1));
-            }
-            let da = gather_d(base.add(b * size_of::<X>()), offsets);
-            let db = gather_d(base.add(b1 * size_of::<X>()), offsets);
-            for (j, acc) in acc.iter_mut().enumerate() {
-                let y = &a[(t0 + j) * nb..(t0 + j + 1) * nb];
-                let yv = act_pair(&y[b], &y[b1]);
-                let neg = neg_offset::<X>(yv);
-                let mut v = [_mm512_setzero_si512(); 16];
-                for i in 0..16 {
-                    v[i] = _mm512_dpbusd_epi32(neg, x[i], yv);
-                }
-                let (sa, sb) = transpose_sums(&v);
-                *acc = add_block(*acc, sa, _mm512_mul_ps(da, _mm512_set1_ps(block_d(&y[b]))));
-                if b1 != b {
-                    let dy = _mm512_set1_ps(block_d(&y[b1]));
-                    *acc = add_block(*acc, sb, _mm512_mul_ps(db, dy));
-                }
-            }
-            b += 2;
-        }
-        for (j, acc) in acc.into_iter().enumerate() {
-            store_lanes(acc, live, job.out, (t0 + j) * stride + r0, 1);
-        }
+        (y0, y1, offsets, halves4(a.cast(), size_of::<BlockQ8_0>()))
+    }
+    #[inline(always)]
+    unsafe fn zero() -> f32 {
+        0.0
+    }
+    #[inline(always)]
+    unsafe fn step(acc: f32, w: &Self::Dec, a: &Self::Prep) -> f32 {
+        let zero = _mm512_setzero_si512();
+        let v0 = _mm512_dpbusd_epi32(zero, w.0, a.0);
+        let v1 = _mm512_dpbusd_epi32(zero, w.1, a.1);
+        // Σ (x + OFFSET) y - OFFSET Σ y per block: exact in i32.
+        let sums = _mm_sub_epi32(block_sums4(v0, v1), a.2);
+        let t = _mm_mul_ps(_mm_cvtepi32_ps(sums), _mm_mul_ps(w.2, a.3));
+        // The reference's order: block 0, 1, 2, 3.
+        let acc = _mm_add_ss(_mm_set_ss(acc), t);
+        let acc = _mm_add_ss(acc, _mm_movehdup_ps(t));
+        let acc = _mm_add_ss(acc, _mm_movehl_ps(t, t));
+        let acc = _mm_add_ss(acc, _mm_shuffle_ps::<0b11_11_11_11>(t, t));
+        _mm_cvtss_f32(acc)
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [f32; 2], w: &[X], a: &[BlockQ8_0]) -> f32 {
+        symmetric_from(acc[0], w, a)
     }
 }
 

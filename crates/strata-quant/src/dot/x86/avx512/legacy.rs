@@ -11,7 +11,7 @@
 use std::arch::x86_64::*;
 
 use super::super::avx2::legacy as avx2;
-use super::super::{block_ptr, f16, Avx512Vnni};
+use super::super::{block_ptr, Avx512Vnni};
 use crate::iq4::BlockIQ4_NL;
 use crate::iq_tables::KVALUES_IQ4NL;
 use crate::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
@@ -140,8 +140,9 @@ pub(crate) unsafe fn act_pair(a: &BlockQ8_0, b: &BlockQ8_0) -> __m512i {
 /// The f16 scale at the start of a block, as f32 (exact).
 #[inline(always)]
 pub(crate) unsafe fn block_d<T>(block: &T) -> f32 {
-    let p = block_ptr(block);
-    f16([*p, *p.add(1)])
+    let half = block_ptr(block).cast::<u16>().read_unaligned();
+    // F16C: the integer conversion's float multiply is slow on subnormal results.
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(half as i32)))
 }
 
 /// One block's term in the block order of the symmetric formats: `acc + isum · (d_x · d_y)`,
@@ -157,8 +158,14 @@ pub(crate) fn block_term(acc: f32, isum: i32, dx: f32, dy: f32) -> f32 {
 /// lanes. An odd last block is paired with itself and its second sum dropped.
 #[inline(always)]
 unsafe fn symmetric<X: Offset>(x: &[X], y: &[BlockQ8_0]) -> f32 {
+    symmetric_from(0.0, x, y)
+}
+
+/// [`symmetric`] continuing from `acc`, the sum of the blocks before `x` and `y`.
+#[inline(always)]
+pub(crate) unsafe fn symmetric_from<X: Offset>(acc: f32, x: &[X], y: &[BlockQ8_0]) -> f32 {
     let n = x.len();
-    let mut acc = 0.0f32;
+    let mut acc = acc;
     let mut b = 0;
     while b < n {
         let b1 = (b + 1).min(n - 1);
