@@ -135,11 +135,13 @@ fn check(
 }
 
 /// (rows, tokens, blocks per row, output stride): odd and tile-sized shapes.
-const SHAPES: [(usize, usize, usize, usize); 15] = [
+const SHAPES: [(usize, usize, usize, usize); 16] = [
     (1, 1, 1, 1),
     // Decode (one token): the prefetching row loop, prefetches running past the last row.
     (37, 1, 16, 37),
     (3, 1, 1, 5),
+    // One token over 7 blocks: steps of several blocks and the blocks after them.
+    (21, 1, 7, 21),
     (4, 4, 2, 4),
     (5, 7, 3, 9),
     (9, 6, 8, 12),
@@ -210,9 +212,9 @@ fn gemm_matches_vec_dot_on_model_sized_rows() {
                 continue;
             }
             let w = weight_rows(&mut rng, ty, 6, n, Weights::Random);
-            // 5 tokens: a small batch; 130: tiles (for AVX-512's block-order formats, two
-            // passes over the rows with 16 tokens in the lanes).
-            for n_tok in [5, 130] {
+            // One token (decode); 5 tokens: a small batch; 130: tiles (for AVX-512's
+            // block-order formats, two passes over the rows with 16 tokens in the lanes).
+            for n_tok in [1, 5, 130] {
                 let acts = act_rows(&mut rng, ty, n_tok, n, 0);
                 for &path in &paths {
                     check(

@@ -3,20 +3,23 @@
 //! `Σ x y` is converted, multiplied by `d_x · d_y` and added to one f32 sum (the scalar
 //! reference's order, `dot/legacy.rs`, which this path's `vec_dot` also follows). Because that
 //! order has one f32 chain per (row, token), 16 of them fit the lanes of one register, either
-//! way round:
+//! way round, and one token streams one row at a time:
 //!
-//! - **Tokens in lanes** ([`token_lanes`], many tokens). The activations are repacked so one
-//!   register holds 4 bytes of each of 16 tokens; a dword of 4 weight bytes biased to unsigned
-//!   (`x + OFFSET`, as `vec_dot` takes them), broadcast, meets them in one `vpdpbusd`, 64
-//!   products. Eight of those give a block's 16 sums, started from `-OFFSET Σ y` (made with
-//!   the repacking), and one convert, two multiplies and one add scale them for all 16
-//!   tokens: 12 instructions per
-//!   512 products, where a per-pair kernel spends 16 (`vpdpbusd`, multiply, convert, FMA per
-//!   64). The same layout as llama.cpp's `tinyBLAS` VNNI micro-kernels.
-//! - **Rows in lanes** ([`row_lanes`], one to a few tokens: decode). Sixteen rows' two blocks
-//!   go through one `vpdpbusd` each, as in `vec_dot`, and their partial sums are transposed and
-//!   added into one register per block (lane = row), which is then scaled as above. The
-//!   transposition runs on the shuffle port beside the products.
+//! - **Tokens in lanes** ([`token_lanes`], from [`TOKEN_LANES_MIN`] tokens: prefill). The
+//!   activations are repacked so one register holds 4 bytes of each of 16 tokens; a dword of 4
+//!   weight bytes biased to unsigned (`x + OFFSET`, as `vec_dot` takes them), broadcast, meets
+//!   them in one `vpdpbusd`, 64 products. Eight of those give a block's 16 sums, started from
+//!   `-OFFSET Σ y` (made with the repacking), and one convert, two multiplies and one add
+//!   scale them for all 16 tokens: 12 instructions per 512 products, where a per-pair kernel
+//!   spends 16 (`vpdpbusd`, multiply, convert, FMA per 64). The same layout as llama.cpp's
+//!   `tinyBLAS` VNNI micro-kernels.
+//! - **Rows in lanes** ([`row_lanes`], 2 to 5 tokens: several sequences decoding, small
+//!   experts). Sixteen rows' two blocks go through one `vpdpbusd` each, as in `vec_dot`, and
+//!   their partial sums are transposed and added into one register per block (lane = row),
+//!   then scaled as above; each decoded pair serves every token.
+//! - **One row at a time** ([`RowChain`], one token: decode). Four blocks a step through the
+//!   shared tile loop, so the rows stream from DRAM in the decode row loop's order: 16 rows
+//!   side by side lost 10–18 % of Qwen2.5-0.5B's decode speed to the memory system.
 //!
 //! Integer sums are exact in any order, and each lane does the reference's float operations in
 //! the reference's order, so every entry equals `vec_dot` on this path bit for bit
@@ -29,30 +32,41 @@ use std::mem::size_of;
 
 use super::super::tile::{run, scratch, Job, Line, Tile};
 use crate::block::cast_blocks;
-use crate::dot::x86::avx512::legacy::block_d;
-use crate::dot::x86::avx512::legacy::{act_pair, symmetric_from, Offset};
+use crate::dot::x86::avx512::legacy::{act_pair, block_d, neg_offset, symmetric_from, Offset};
 use crate::legacy::BlockQ8_0;
 
 /// Tokens from which a job runs with tokens in the lanes: below it the lanes a token group
 /// leaves empty cost more than the rows-in-lanes form, which does 16 rows per token.
 pub(super) const TOKEN_LANES_MIN: usize = 6;
 
-/// `job` in block order: tokens in lanes from [`TOKEN_LANES_MIN`] tokens, else rows in lanes.
-/// Always `true` (every entry written).
+/// `job` in block order: one row at a time for one token, rows in lanes below
+/// [`TOKEN_LANES_MIN`] tokens, tokens in lanes from there. Always `true` (every entry written).
 ///
 /// # Safety
 /// AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C are available; `gemm` checked the lengths.
 #[inline(always)]
 pub(super) unsafe fn gemm<X: Offset + crate::Block>(job: Job<'_>) -> bool {
-    if job.n_tok >= TOKEN_LANES_MIN {
-        token_lanes::<X, 8>(job);
-        true
-    } else {
-        run::<RowChain<X>, 4, 1>(job)
+    match job.n_tok {
+        1 => run::<RowChain<X>, 4, 1>(job),
+        n if n < TOKEN_LANES_MIN => {
+            row_lanes::<X>(job);
+            true
+        }
+        _ => {
+            token_lanes::<X, 8>(job);
+            true
+        }
     }
 }
 
 const CHECKED: &str = "gemm checked the lengths";
+
+/// The 16 f16 scales found `offsets` bytes past `base` (4 readable bytes at each), as f32.
+#[inline(always)]
+unsafe fn gather_d(base: *const u8, offsets: __m512i) -> __m512 {
+    let halves = _mm512_i32gather_epi32::<1>(offsets, base.cast());
+    _mm512_cvtph_ps(_mm512_cvtepi32_epi16(halves))
+}
 
 /// The lanes of `acc` that hold entries: `n` of them, to `out[at + k·step]`.
 #[inline(always)]
@@ -64,10 +78,149 @@ unsafe fn store_lanes(acc: __m512, n: usize, out: &mut [f32], at: usize, step: u
     }
 }
 
+/// Asks for the cache lines of `w[from..to]` (clipped to `w`) to be brought into L2. A hint
+/// only: no fault, no effect on results.
+#[inline(always)]
+unsafe fn prefetch_l2(w: &[u8], from: usize, to: usize) {
+    let mut at = from;
+    while at < to.min(w.len()) {
+        _mm_prefetch::<_MM_HINT_T1>(w.as_ptr().add(at).cast());
+        at += 64;
+    }
+}
+
 /// `acc + cvt(sums) · d`, lane by lane: a block's term in the reference's order.
 #[inline(always)]
 unsafe fn add_block(acc: __m512, sums: __m512i, d: __m512) -> __m512 {
     _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(sums), d))
+}
+
+// ---- Rows in lanes ----
+
+/// Block sums of 16 rows from their pair partial sums (`v[i]`: row `i`, lanes 0..8 block `a`,
+/// 8..16 block `b`): (block `a`, block `b`), lane `i` = row `i`. Exact (i32 adds).
+#[inline(always)]
+unsafe fn transpose_sums(v: &[__m512i; 16]) -> (__m512i, __m512i) {
+    // Row pairs: each 128-bit chunk [r0 d0+d2, r1 d0+d2, r0 d1+d3, r1 d1+d3].
+    let mut u = [_mm512_setzero_si512(); 8];
+    for p in 0..8 {
+        let (x, y) = (v[2 * p], v[2 * p + 1]);
+        u[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y));
+    }
+    // Row quads: each 128-bit chunk holds the chunk sums of 4 rows.
+    let mut w = [_mm512_setzero_si512(); 4];
+    for q in 0..4 {
+        let (x, y) = (u[2 * q], u[2 * q + 1]);
+        w[q] = _mm512_add_epi32(_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y));
+    }
+    // Chunks 0, 1 are block a's halves, 2, 3 block b's: [a 0-3, b 0-3, a 4-7, b 4-7], ...
+    let (s01, s23) = (halves(w[0], w[1]), halves(w[2], w[3]));
+    (
+        _mm512_shuffle_i32x4::<0b10_00_10_00>(s01, s23),
+        _mm512_shuffle_i32x4::<0b11_01_11_01>(s01, s23),
+    )
+}
+
+/// Chunks `[x0 + x1, x2 + x3, y0 + y1, y2 + y3]` of 128-bit chunks `x0..x3`, `y0..y3`.
+#[inline(always)]
+unsafe fn halves(x: __m512i, y: __m512i) -> __m512i {
+    _mm512_add_epi32(
+        _mm512_shuffle_i32x4::<0b10_00_10_00>(x, y),
+        _mm512_shuffle_i32x4::<0b11_01_11_01>(x, y),
+    )
+}
+
+/// Rows in lanes: 16 rows at a time (the last group repeats its last row in the unused
+/// lanes), up to [`ROW_LANES_TOKENS`] tokens at a time: each pair of blocks of the 16 rows is
+/// decoded once, with their scales, and meets every token of the group.
+///
+/// # Safety
+/// As for [`gemm`].
+#[inline(always)]
+unsafe fn row_lanes<X: Offset + crate::Block>(mut job: Job<'_>) {
+    let mut t = 0;
+    while t < job.n_tok {
+        // No closures: they would not inherit the caller's target features.
+        match job.n_tok - t {
+            1 => row_lanes_tokens::<X, 1>(&mut job, t),
+            2 => row_lanes_tokens::<X, 2>(&mut job, t),
+            3 => row_lanes_tokens::<X, 3>(&mut job, t),
+            _ => row_lanes_tokens::<X, 4>(&mut job, t),
+        }
+        t += ROW_LANES_TOKENS;
+    }
+}
+
+/// Most tokens [`row_lanes`] applies one decoded pair of blocks to.
+const ROW_LANES_TOKENS: usize = 4;
+
+/// [`row_lanes`] for tokens `t0..t0 + T`, writing through `job.out`.
+///
+/// # Safety
+/// As for [`gemm`]; `t0 + T <= job.n_tok`.
+#[inline(always)]
+unsafe fn row_lanes_tokens<X: Offset + crate::Block, const T: usize>(job: &mut Job<'_>, t0: usize) {
+    let (w_bytes, a) = (job.w, job.acts);
+    let w: &[X] = cast_blocks(w_bytes).expect(CHECKED);
+    let a: &[BlockQ8_0] = cast_blocks(a).expect(CHECKED);
+    let (n_rows, stride) = (job.n_rows, job.out_stride);
+    let nb = w.len() / n_rows;
+    let row_bytes = nb * size_of::<X>();
+    for r0 in (0..n_rows).step_by(16) {
+        let live = (n_rows - r0).min(16);
+        let mut rows = [w.as_ptr(); 16];
+        let mut offsets = [0i32; 16];
+        for i in 0..16 {
+            let r = (r0 + i).min(n_rows - 1);
+            rows[i] = w.as_ptr().add(r * nb);
+            offsets[i] = ((r - r0) * row_bytes) as i32;
+        }
+        let offsets = _mm512_loadu_si512(offsets.as_ptr().cast());
+        let base = w.as_ptr().add(r0 * nb).cast::<u8>();
+        let mut acc = [_mm512_setzero_ps(); T];
+        // The next group's bytes, a share at each pair step, into L2: decode reads every weight
+        // from DRAM once, and 16 rows read side by side defeat the hardware prefetchers'
+        // streams. (Into L1 the requests queue behind the few fill buffers: Qwen2.5-0.5B
+        // decode 31.9 tok/s against 34.9 into L2; none: 25.4.)
+        let (next, next_end) = (
+            (r0 + 16) * row_bytes,
+            ((r0 + 32) * row_bytes).min(w_bytes.len()),
+        );
+        let share = (next_end.saturating_sub(next))
+            .div_ceil(nb.div_ceil(2))
+            .next_multiple_of(64);
+        let mut b = 0;
+        while b < nb {
+            let b1 = (b + 1).min(nb - 1);
+            let from = next + b / 2 * share;
+            prefetch_l2(w_bytes, from, (from + share).min(next_end));
+            let mut x = [_mm512_setzero_si512(); 16];
+            for i in 0..16 {
+                x[i] = X::biased_pair(&*rows[i].add(b), &*rows[i].add(b1));
+            }
+            let da = gather_d(base.add(b * size_of::<X>()), offsets);
+            let db = gather_d(base.add(b1 * size_of::<X>()), offsets);
+            for (j, acc) in acc.iter_mut().enumerate() {
+                let y = &a[(t0 + j) * nb..(t0 + j + 1) * nb];
+                let yv = act_pair(&y[b], &y[b1]);
+                let neg = neg_offset::<X>(yv);
+                let mut v = [_mm512_setzero_si512(); 16];
+                for i in 0..16 {
+                    v[i] = _mm512_dpbusd_epi32(neg, x[i], yv);
+                }
+                let (sa, sb) = transpose_sums(&v);
+                *acc = add_block(*acc, sa, _mm512_mul_ps(da, _mm512_set1_ps(block_d(&y[b]))));
+                if b1 != b {
+                    let dy = _mm512_set1_ps(block_d(&y[b1]));
+                    *acc = add_block(*acc, sb, _mm512_mul_ps(db, dy));
+                }
+            }
+            b += 2;
+        }
+        for (j, acc) in acc.into_iter().enumerate() {
+            store_lanes(acc, live, job.out, (t0 + j) * stride + r0, 1);
+        }
+    }
 }
 
 // ---- One row at a time ----
