@@ -6,6 +6,8 @@
 //! token. The x86-64 SIMD paths run register-blocked tiles (`tile.rs`: up to 4 rows × 4 tokens)
 //! of the formats with a SIMD `vec_dot` kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K,
 //! Q6_K and IQ4_XS; the other formats, the NEON path and the scalar path loop over `vec_dot`.
+//! On AVX-512, Q4_0, Q5_0, Q8_0 and IQ4_NL sum in block order (the scalar reference's float
+//! order) with 16 tokens or 16 rows in the lanes of a register (`x86/block_order.rs`).
 //! A small batch (2 to 8 tokens: several sequences decoding together, a speculative verify
 //! window) runs row by row instead, each weight block decoded once for every token of the batch
 //! and the activations prepared once for all rows (`tile::few`).

@@ -1,6 +1,7 @@
 //! AVX-512 tiles: the kernels of `dot/x86/avx512`, cut at the point where the weight decode and
 //! the activation preparation end. Same integer sums per lane, same f32 products, FMA chains and
-//! reductions, so each (row, token) result is bit-identical to `vec_dot` on this path.
+//! reductions, so each (row, token) result is bit-identical to `vec_dot` on this path. The
+//! symmetric 32-element formats run in block order instead (`block_order.rs`).
 
 use std::arch::x86_64::*;
 use std::marker::PhantomData;
