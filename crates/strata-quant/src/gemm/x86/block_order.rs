@@ -253,8 +253,8 @@ unsafe fn halves4(p: *const u8, size: usize) -> __m128 {
 }
 
 /// The symmetric formats one row at a time, 4 blocks a step, through the shared tile loop
-/// (`tile.rs`): for one to a few tokens (decode), whose rows then stream by in the order the
-/// decode row loop reads them. A step takes the 4 blocks' exact sums (two `vpdpbusd` as in
+/// (`tile.rs`): for one token (decode), whose rows then stream by in the order the decode row
+/// loop reads them. A step takes the 4 blocks' exact sums (two `vpdpbusd` as in
 /// `vec_dot`, then [`block_sums4`]), scales them in the lanes and adds the 4 products to the
 /// (row, token) sum in block order.
 pub(super) struct RowChain<X>(PhantomData<X>);
