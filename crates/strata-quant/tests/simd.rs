@@ -189,13 +189,18 @@ fn vec_dot_matches_scalar_on_random_rows_of_every_length() {
     }
 }
 
-/// AVX-512 runs the symmetric 32-element formats in the scalar reference's float order (one
-/// f32 sum, block after block: `gemm/x86/block_order.rs`), so there its results are the scalar
-/// ones bit for bit, on random rows and on every edge fill and scale.
+/// The x86 paths (AVX2, AVX-VNNI, AVX-512) run the symmetric 32-element formats in the scalar
+/// reference's float order (one f32 sum, block after block: `gemm/x86/block_order.rs` and
+/// `block_order_avx2.rs`), so there their results are the scalar ones bit for bit, on random
+/// rows and on every edge fill and scale.
 #[test]
-fn avx512_block_order_formats_equal_scalar_bit_for_bit() {
-    if !Isa::Avx512.is_available() {
-        eprintln!("skipping: this CPU lacks avx512");
+fn x86_block_order_formats_equal_scalar_bit_for_bit() {
+    let paths: Vec<Path> = simd_paths()
+        .into_iter()
+        .filter(|p| !matches!(p, Path::Isa(Isa::Neon | Isa::Scalar)))
+        .collect();
+    if paths.is_empty() {
+        eprintln!("skipping: this CPU has no x86 SIMD path");
         return;
     }
     use GgmlType as T;
@@ -221,12 +226,14 @@ fn avx512_block_order_formats_equal_scalar_bit_for_bit() {
                 let mut act = vec![0u8; blocks * 34];
                 quantize(T::Q8_0, &x, &mut act).unwrap();
                 let want = vec_dot_on(Isa::Scalar, ty, &row, &act).unwrap();
-                let got = vec_dot_on(Isa::Avx512, ty, &row, &act).unwrap();
-                assert_eq!(
-                    got.to_bits(),
-                    want.to_bits(),
-                    "{ty}, {blocks} blocks, {fill:?}, {scale:?}: avx512 {got}, scalar {want}"
-                );
+                for &path in &paths {
+                    let got = path.vec_dot(ty, &row, &act).unwrap();
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{ty}, {blocks} blocks, {fill:?}, {scale:?}: {path:?} {got}, scalar {want}"
+                    );
+                }
             }
         }
     }

@@ -39,6 +39,9 @@ pub(crate) trait IntDot {
     /// into slower split gathers itself, while on AVX2-only CPUs (Intel parts with the GDS
     /// microcode fix) gathers are much slower than loads.
     const GATHER: bool = false;
+    /// Whether [`IntDot::dot_u8i8`] saturates its 16-bit pair sums (AVX2's `vpmaddubsw`); the
+    /// VNNI instructions sum in 32 bits and do not.
+    const SATURATES: bool = false;
 }
 
 /// AVX2 without VNNI.
@@ -53,6 +56,7 @@ pub(crate) struct Avx512Vnni;
 pub(crate) struct AvxVnniEvex;
 
 impl IntDot for Madd {
+    const SATURATES: bool = true;
     #[inline(always)]
     unsafe fn dot_u8i8(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
         let pairs = _mm256_maddubs_epi16(a, b);

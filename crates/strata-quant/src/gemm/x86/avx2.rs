@@ -7,11 +7,12 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::super::tile::{run, Job, Tile};
+use super::block_order_avx2;
 use crate::dot::x86::avx2::iq2::nibble_scales;
 use crate::dot::x86::avx2::iq3::iq3_s_indices;
 use crate::dot::x86::avx2::k_quants::{q6_k_quants, q6_k_scale_pair, AffineK};
 use crate::dot::x86::avx2::lattice::{bits_at, even_signs, pick_pair, points32, points64, u32_at};
-use crate::dot::x86::avx2::legacy::{Affine, Signed};
+use crate::dot::x86::avx2::legacy::Affine;
 use crate::dot::x86::avx2::q4_k;
 use crate::dot::x86::bytes_from_bits;
 use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps, hsum_ps128, load32, nibbles32, IntDot};
@@ -33,10 +34,10 @@ use crate::{Block, BlockIQ4_NL, GgmlType};
 pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
     use GgmlType as T;
     match ty {
-        T::Q4_0 => run::<Symmetric<BlockQ4_0, M>, 3, 4>(job),
-        T::Q5_0 => run::<Symmetric<BlockQ5_0, M>, 3, 4>(job),
-        T::Q8_0 => run::<Symmetric<BlockQ8_0, M>, 2, 3>(job),
-        T::IQ4_NL => run::<Symmetric<BlockIQ4_NL, M>, 3, 4>(job),
+        T::Q4_0 => block_order_avx2::gemm::<BlockQ4_0, M>(job),
+        T::Q5_0 => block_order_avx2::gemm::<BlockQ5_0, M>(job),
+        T::Q8_0 => block_order_avx2::gemm::<BlockQ8_0, M>(job),
+        T::IQ4_NL => block_order_avx2::gemm::<BlockIQ4_NL, M>(job),
         T::Q4_1 => run::<AffineTile<BlockQ4_1, M>, 3, 2>(job),
         T::Q5_1 => run::<AffineTile<BlockQ5_1, M>, 3, 2>(job),
         T::Q4_K => run::<Q4K<M>, 2, 2>(job),
@@ -47,44 +48,6 @@ pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
         T::IQ3_S => run::<Lattice<BlockIQ3_S, M>, 2, 4>(job),
         T::IQ2_S => run::<Lattice<BlockIQ2_S, M>, 2, 4>(job),
         _ => false,
-    }
-}
-
-/// Q4_0, Q5_0, Q8_0, IQ4_NL against Q8_0: one block per step, two chains.
-pub(super) struct Symmetric<X, M>(PhantomData<(X, M)>);
-
-impl<X: Signed + Block, M: IntDot> Tile for Symmetric<X, M> {
-    type W = X;
-    type A = BlockQ8_0;
-    const STEP: usize = 1;
-    const CHAINS: usize = 2;
-    /// `|x|`, `x` (for its signs), `[d_x, ..]`.
-    type Dec = (__m256i, __m256i, __m128);
-    /// Quants, `[d_y, ..]`.
-    type Prep = (__m256i, __m128);
-    type Acc = __m256;
-
-    #[inline(always)]
-    unsafe fn decode(w: *const X) -> Self::Dec {
-        let x = (*w).quants();
-        (_mm256_sign_epi8(x, x), x, f16x4(block_ptr(&*w)))
-    }
-    #[inline(always)]
-    unsafe fn prep(a: *const BlockQ8_0) -> Self::Prep {
-        (load32((*a).qs.as_ptr()), f16x4(block_ptr(&*a)))
-    }
-    #[inline(always)]
-    unsafe fn zero() -> __m256 {
-        _mm256_setzero_ps()
-    }
-    #[inline(always)]
-    unsafe fn step(acc: __m256, w: &Self::Dec, a: &Self::Prep) -> __m256 {
-        let sum = M::dot_u8i8(_mm256_setzero_si256(), w.0, _mm256_sign_epi8(a.0, w.1));
-        add_scaled(acc, w.2, a.1, sum)
-    }
-    #[inline(always)]
-    unsafe fn finish(acc: [__m256; 2], _: &[X], _: &[BlockQ8_0]) -> f32 {
-        hsum_ps(_mm256_add_ps(acc[0], acc[1]))
     }
 }
 

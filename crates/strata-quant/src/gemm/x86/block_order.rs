@@ -32,6 +32,7 @@ use std::mem::size_of;
 
 use super::super::tile::{run, scratch, Job, Line, Tile};
 use crate::block::cast_blocks;
+use crate::dot::x86::avx2::legacy::{add4_in_order, halves4};
 use crate::dot::x86::avx512::legacy::{act_pair, block_d, neg_offset, symmetric_from, Offset};
 use crate::legacy::BlockQ8_0;
 
@@ -244,14 +245,6 @@ unsafe fn block_sums4(v0: __m512i, v1: __m512i) -> __m128i {
     _mm_unpacklo_epi32(even, odd)
 }
 
-/// The f16 fields at the starts of 4 blocks `size` bytes apart, as f32 (exact).
-#[inline(always)]
-unsafe fn halves4(p: *const u8, size: usize) -> __m128 {
-    let h = |k: usize| p.add(k * size).cast::<u16>().read_unaligned() as i32;
-    let v = _mm_setr_epi32(h(0) | h(1) << 16, h(2) | h(3) << 16, 0, 0);
-    _mm_cvtph_ps(v)
-}
-
 /// The symmetric formats one row at a time, 4 blocks a step, through the shared tile loop
 /// (`tile.rs`): for one token (decode), whose rows then stream by in the order the decode row
 /// loop reads them. A step takes the 4 blocks' exact sums (two `vpdpbusd` as in
@@ -304,11 +297,7 @@ impl<X: Offset + crate::Block> Tile for RowChain<X> {
         let sums = _mm_sub_epi32(block_sums4(v0, v1), a.2);
         let t = _mm_mul_ps(_mm_cvtepi32_ps(sums), _mm_mul_ps(w.2, a.3));
         // The reference's order: block 0, 1, 2, 3.
-        let acc = _mm_add_ss(_mm_set_ss(acc), t);
-        let acc = _mm_add_ss(acc, _mm_movehdup_ps(t));
-        let acc = _mm_add_ss(acc, _mm_movehl_ps(t, t));
-        let acc = _mm_add_ss(acc, _mm_shuffle_ps::<0b11_11_11_11>(t, t));
-        _mm_cvtss_f32(acc)
+        add4_in_order(acc, t)
     }
     #[inline(always)]
     unsafe fn finish(acc: [f32; 2], w: &[X], a: &[BlockQ8_0]) -> f32 {

@@ -9,6 +9,7 @@
 mod avx2;
 mod avx512;
 mod block_order;
+mod block_order_avx2;
 mod reduce;
 
 use super::tile::Job;

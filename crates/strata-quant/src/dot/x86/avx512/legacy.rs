@@ -11,6 +11,7 @@
 use std::arch::x86_64::*;
 
 use super::super::avx2::legacy as avx2;
+pub(crate) use super::super::avx2::legacy::{block_d, block_term};
 use super::super::{block_ptr, Avx512Vnni};
 use crate::iq4::BlockIQ4_NL;
 use crate::iq_tables::KVALUES_IQ4NL;
@@ -135,21 +136,6 @@ pub(crate) unsafe fn neg_offset<X: Offset>(y: __m512i) -> __m512i {
 #[inline(always)]
 pub(crate) unsafe fn act_pair(a: &BlockQ8_0, b: &BlockQ8_0) -> __m512i {
     load_pair(a.qs.as_ptr(), b.qs.as_ptr())
-}
-
-/// The f16 scale at the start of a block, as f32 (exact).
-#[inline(always)]
-pub(crate) unsafe fn block_d<T>(block: &T) -> f32 {
-    let half = block_ptr(block).cast::<u16>().read_unaligned();
-    // F16C: the integer conversion's float multiply is slow on subnormal results.
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(half as i32)))
-}
-
-/// One block's term in the block order of the symmetric formats: `acc + isum · (d_x · d_y)`,
-/// two roundings (product, sum), as the scalar reference (`dot/legacy.rs`) adds it.
-#[inline(always)]
-pub(crate) fn block_term(acc: f32, isum: i32, dx: f32, dy: f32) -> f32 {
-    acc + isum as f32 * (dx * dy)
 }
 
 /// Σ over the blocks in order, each block's exact i32 sum scaled and added to one f32 sum:

@@ -1,0 +1,371 @@
+//! AVX2 and AVX-VNNI GEMM of the symmetric 32-element formats (Q4_0, Q5_0, Q8_0, IQ4_NL
+//! against Q8_0) in their block order: for each (row, token), block after block, the block's
+//! exact i32 sum `Σ x y` is converted, multiplied by `d_x · d_y` and added to one f32 sum (the
+//! scalar reference's order, `dot/legacy.rs`, which this path's `vec_dot` also follows). The
+//! 256-bit form of `block_order.rs` (AVX-512), with 8 lanes:
+//!
+//! - **Tokens in lanes** ([`token_lanes`], from 4 or 6 tokens ([`token_lanes_min`]): prefill). The
+//!   activations are repacked (an 8 × 8 transpose of dwords) so one register holds 4 bytes of
+//!   each of 8 tokens; a row's block is decoded once to 8 dwords of 4 weight bytes, each
+//!   broadcast against one such register. Per (row, block), 256 products for 8 tokens:
+//!   - biased weights (`x + OFFSET`, unsigned), from `-OFFSET Σ y` (made with the repacking):
+//!     with VNNI 8 `vpdpbusd`; on plain AVX2 8 `vpmaddubsw` whose 16-bit pair sums are added
+//!     in 16 bits while exact (8 registers for Q4_0, 4 for Q5_0) before one `vpmaddwd`;
+//!   - on plain AVX2, Q8_0 and IQ4_NL (whose biased pairs would saturate 16 bits): the sign
+//!     trick, `|x|` against `y` with `x`'s sign, `vpsignb` + `vpmaddubsw` + `vpmaddwd` + add
+//!     per register;
+//!
+//!   then one convert, two multiplies and one add for the 8 tokens' terms. A per-pair kernel
+//!   converts, scales and adds for every (row, token) block.
+//! - **One row at a time** ([`RowChain`], fewer tokens: decode, small experts). Four blocks a
+//!   step, through the shared tile loop: the blocks' exact sums as `vec_dot` makes them, reduced
+//!   into one register (block `k` in lane `k`), scaled in the lanes and added in block order.
+//!
+//! Integer sums are exact in any order, and each lane does the reference's float operations in
+//! the reference's order, so every entry equals `vec_dot` on this path bit for bit
+//! (tests/gemm.rs) and the scalar reference too (tests/simd.rs).
+
+use std::arch::x86_64::*;
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::mem::size_of;
+
+use super::super::tile::{run, scratch, Job, Line, Tile};
+use crate::block::cast_blocks;
+use crate::dot::x86::avx2::legacy::{
+    add4_in_order, block_d, block_sums4, halves4, symmetric_from, terms4, Signed,
+};
+use crate::dot::x86::{block_ptr, IntDot};
+use crate::legacy::BlockQ8_0;
+
+/// Tokens from which a job runs with tokens in the lanes; below it one row at a time. The
+/// sign form's tile costs more per (row, block) than the biased form's, so it waits for more
+/// of its 8 lanes to be used.
+const fn token_lanes_min<X: Signed, M: IntDot>() -> usize {
+    if biased_form::<X, M>() {
+        4
+    } else {
+        6
+    }
+}
+
+/// `job` in block order: one row at a time below [`token_lanes_min`] tokens, tokens in lanes
+/// from there. `true`: every entry written (one token included).
+///
+/// # Safety
+/// AVX2, FMA, F16C and `M`'s instructions are available; `gemm` checked the lengths.
+#[inline(always)]
+pub(super) unsafe fn gemm<X: Signed + crate::Block, M: IntDot>(job: Job<'_>) -> bool {
+    if job.n_tok < token_lanes_min::<X, M>() {
+        return run::<RowChain<X, M>, 1, 4>(job);
+    }
+    token_lanes::<X, M, 4>(job);
+    true
+}
+
+const CHECKED: &str = "gemm checked the lengths";
+
+// ---- One row at a time ----
+
+/// The symmetric formats one row at a time, 4 blocks a step (`vec_dot`'s step, cut for the
+/// shared tile loop of `tile.rs`).
+pub(super) struct RowChain<X, M>(PhantomData<(X, M)>);
+
+impl<X: Signed + crate::Block, M: IntDot> Tile for RowChain<X, M> {
+    type W = X;
+    type A = BlockQ8_0;
+    const STEP: usize = 4;
+    const CHAINS: usize = 1;
+    /// One token runs through the tile loop too, its activations read once for all rows.
+    const PREP_ONCE: bool = true;
+    /// `|x|` and `x` (for its signs) of the 4 blocks; the 4 `d_x`.
+    type Dec = ([__m256i; 4], [__m256i; 4], __m128);
+    /// The 4 blocks' quants; the 4 `d_y`.
+    type Prep = ([__m256i; 4], __m128);
+    type Acc = f32;
+
+    #[inline(always)]
+    unsafe fn decode(w: *const X) -> Self::Dec {
+        let mut abs = [_mm256_setzero_si256(); 4];
+        let mut x = [_mm256_setzero_si256(); 4];
+        for k in 0..4 {
+            x[k] = (*w.add(k)).quants();
+            abs[k] = _mm256_sign_epi8(x[k], x[k]);
+        }
+        (abs, x, halves4(w.cast(), size_of::<X>()))
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_0) -> Self::Prep {
+        let mut y = [_mm256_setzero_si256(); 4];
+        for (k, y) in y.iter_mut().enumerate() {
+            *y = _mm256_loadu_si256((*a.add(k)).qs.as_ptr().cast());
+        }
+        (y, halves4(a.cast(), size_of::<BlockQ8_0>()))
+    }
+    #[inline(always)]
+    unsafe fn zero() -> f32 {
+        0.0
+    }
+    #[inline(always)]
+    unsafe fn step(acc: f32, w: &Self::Dec, a: &Self::Prep) -> f32 {
+        let zero = _mm256_setzero_si256();
+        let mut v = [zero; 4];
+        for (k, v) in v.iter_mut().enumerate() {
+            *v = M::dot_u8i8(zero, w.0[k], _mm256_sign_epi8(a.0[k], w.1[k]));
+        }
+        // The reference's order: block 0, 1, 2, 3.
+        add4_in_order(acc, terms4(block_sums4(v), w.2, a.1))
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [f32; 2], w: &[X], a: &[BlockQ8_0]) -> f32 {
+        symmetric_from::<X, M>(acc[0], w, a)
+    }
+}
+
+// ---- Tokens in lanes ----
+
+/// Whether `X` runs the biased form on `M` (else the sign trick): always with VNNI; on plain
+/// AVX2 while biased pair sums fit 16 bits.
+const fn biased_form<X: Signed, M: IntDot>() -> bool {
+    !M::SATURATES || X::BIASED_MAX <= 31
+}
+
+/// Registers of `vpmaddubsw` pair sums of biased weights that plain AVX2 adds in 16 bits
+/// before widening: `n · 2 · BIASED_MAX · 128 ≤ 32767`.
+const fn i16_group(biased_max: u8) -> usize {
+    if biased_max <= 15 {
+        8
+    } else {
+        4
+    }
+}
+
+/// One decoded weight block of one row: 8 dwords of 4 weight bytes each (in element order),
+/// biased (`x + OFFSET`) or, for the sign form, `|x|` with `x` in `signs`; and `d_x`.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct RowBlock {
+    q: [i32; 8],
+    signs: [i32; 8],
+    d: f32,
+}
+
+/// One activation block of 8 tokens: register `k` holds bytes `4k..4k + 4` of each token
+/// (lane = token), `neg` holds `-OFFSET Σ y` (the start that cancels the weights' bias) and
+/// `d` the tokens' `d_y`. Lanes past the last token hold `y = 0`, `d_y = 0`.
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+struct ActBlock {
+    q: [__m256i; 8],
+    neg: __m256i,
+    d: __m256,
+}
+
+/// Bytes of repacked activations one pass over the rows reads (per thread): each pass
+/// decodes the rows again, so the larger the pass the less decoding, while it stays in L2
+/// (512 KiB on Zen 3, more on Intel client cores).
+const ACT_BYTES: usize = 256 << 10;
+
+thread_local! {
+    /// Per-thread scratch for repacked activations.
+    static ACTS: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
+    /// Per-thread scratch for the decoded blocks of a group of rows.
+    static ROWS: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `[r0[k], .., r7[k]]` for each dword `k` of the 8 registers `r` (an 8 × 8 transpose).
+#[inline(always)]
+unsafe fn transpose8(r: &[__m256i; 8]) -> [__m256i; 8] {
+    let mut s = [_mm256_setzero_si256(); 8];
+    for p in 0..4 {
+        // [a0 b0 a1 b1 | a4 b4 a5 b5], [a2 b2 a3 b3 | a6 b6 a7 b7] of rows a, b.
+        s[2 * p] = _mm256_unpacklo_epi32(r[2 * p], r[2 * p + 1]);
+        s[2 * p + 1] = _mm256_unpackhi_epi32(r[2 * p], r[2 * p + 1]);
+    }
+    let mut u = [_mm256_setzero_si256(); 8];
+    for h in 0..2 {
+        // Rows 4h..4h + 4: dwords (0 | 4), (1 | 5), (2 | 6), (3 | 7).
+        let (s0, s1, s2, s3) = (s[4 * h], s[4 * h + 1], s[4 * h + 2], s[4 * h + 3]);
+        u[4 * h] = _mm256_unpacklo_epi64(s0, s2);
+        u[4 * h + 1] = _mm256_unpackhi_epi64(s0, s2);
+        u[4 * h + 2] = _mm256_unpacklo_epi64(s1, s3);
+        u[4 * h + 3] = _mm256_unpackhi_epi64(s1, s3);
+    }
+    let mut out = [_mm256_setzero_si256(); 8];
+    for k in 0..4 {
+        out[k] = _mm256_permute2x128_si256::<0x20>(u[k], u[4 + k]);
+        out[k + 4] = _mm256_permute2x128_si256::<0x31>(u[k], u[4 + k]);
+    }
+    out
+}
+
+/// Repacks token groups `g0..g1` (8 tokens each) of `a` (`nb` blocks per token, `n_tok`
+/// tokens) into `dst`, group-major then block order, for weights of type `X`.
+///
+/// # Safety
+/// As for [`gemm`]; `dst` has room for `(g1 - g0) · nb` blocks.
+#[inline(always)]
+unsafe fn repack<X: Signed, M: IntDot>(
+    a: &[BlockQ8_0],
+    nb: usize,
+    n_tok: usize,
+    g0: usize,
+    g1: usize,
+    dst: *mut ActBlock,
+) {
+    // OFFSET as a u8 (128 for -128).
+    let offset = _mm256_set1_epi8(X::OFFSET);
+    let zero = _mm256_setzero_si256();
+    for g in g0..g1 {
+        let live = (n_tok - g * 8).min(8);
+        for b in 0..nb {
+            let mut rows = [zero; 8];
+            let mut halves = [0u16; 8];
+            for t in 0..live {
+                let block = &a[(g * 8 + t) * nb + b];
+                rows[t] = _mm256_loadu_si256(block.qs.as_ptr().cast());
+                halves[t] = block_ptr(block).cast::<u16>().read_unaligned();
+            }
+            let q = transpose8(&rows);
+            let mut sum = zero;
+            for q in &q {
+                sum = M::dot_u8i8(sum, offset, *q);
+            }
+            let d = _mm256_cvtph_ps(_mm_loadu_si128(halves.as_ptr().cast()));
+            let neg = _mm256_sub_epi32(zero, sum);
+            dst.add((g - g0) * nb + b).write(ActBlock { q, neg, d });
+        }
+    }
+}
+
+/// Decodes rows `r0..r0 + R` (a row past `n_rows` repeats the last) of `w` into `dst`,
+/// block-major: `dst[b·R + i]` is block `b` of row `r0 + i`.
+///
+/// # Safety
+/// As for [`gemm`]; `dst` has room for `R · nb` blocks.
+#[inline(always)]
+unsafe fn decode_rows<X: Signed, M: IntDot, const R: usize>(
+    w: &[X],
+    nb: usize,
+    n_rows: usize,
+    r0: usize,
+    dst: *mut RowBlock,
+) {
+    for i in 0..R {
+        let row = w.as_ptr().add((r0 + i).min(n_rows - 1) * nb);
+        for b in 0..nb {
+            let x = &*row.add(b);
+            let out = &mut *dst.add(b * R + i);
+            if biased_form::<X, M>() {
+                _mm256_storeu_si256(out.q.as_mut_ptr().cast(), x.biased());
+            } else {
+                let q = x.quants();
+                _mm256_storeu_si256(out.q.as_mut_ptr().cast(), _mm256_sign_epi8(q, q));
+                _mm256_storeu_si256(out.signs.as_mut_ptr().cast(), q);
+            }
+            out.d = block_d(x);
+        }
+    }
+}
+
+/// The exact `Σ x y` of one (row, block) for the 8 tokens of `act`.
+#[inline(always)]
+unsafe fn block_sums<X: Signed, M: IntDot>(row: &RowBlock, act: &ActBlock) -> __m256i {
+    if !biased_form::<X, M>() {
+        // Sign trick: |x| · (y with x's sign); pair sums ≤ 2 · 128 · 127.
+        let mut s = _mm256_setzero_si256();
+        for k in 0..8 {
+            let y = _mm256_sign_epi8(act.q[k], _mm256_set1_epi32(row.signs[k]));
+            s = M::dot_u8i8(s, _mm256_set1_epi32(row.q[k]), y);
+        }
+        return s;
+    }
+    // Σ (x + OFFSET) y - OFFSET Σ y.
+    let mut s = act.neg;
+    if !M::SATURATES {
+        for k in 0..8 {
+            s = M::dot_u8i8(s, _mm256_set1_epi32(row.q[k]), act.q[k]);
+        }
+        return s;
+    }
+    let group = i16_group(X::BIASED_MAX);
+    let mut k = 0;
+    while k < 8 {
+        let mut pairs = _mm256_maddubs_epi16(_mm256_set1_epi32(row.q[k]), act.q[k]);
+        for j in k + 1..k + group {
+            let p = _mm256_maddubs_epi16(_mm256_set1_epi32(row.q[j]), act.q[j]);
+            pairs = _mm256_add_epi16(pairs, p);
+        }
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+        k += group;
+    }
+    s
+}
+
+/// `R` rows × 8 tokens over every block: the f32 sums, register `i` = row `i`, lane = token.
+///
+/// # Safety
+/// As for [`gemm`]; `rows` holds `R · nb` blocks as [`decode_rows`] writes them, `acts` `nb`.
+#[inline(always)]
+unsafe fn tile<X: Signed, M: IntDot, const R: usize>(
+    rows: *const RowBlock,
+    acts: *const ActBlock,
+    nb: usize,
+) -> [__m256; R] {
+    let mut acc = [_mm256_setzero_ps(); R];
+    for b in 0..nb {
+        let act = &*acts.add(b);
+        for (i, acc) in acc.iter_mut().enumerate() {
+            let row = &*rows.add(b * R + i);
+            let sums = block_sums::<X, M>(row, act);
+            let d = _mm256_mul_ps(_mm256_set1_ps(row.d), act.d);
+            *acc = _mm256_add_ps(*acc, _mm256_mul_ps(_mm256_cvtepi32_ps(sums), d));
+        }
+    }
+    acc
+}
+
+/// The lanes of `acc` that hold entries: `n` of them, to `out[at + k·step]`.
+#[inline(always)]
+unsafe fn store_lanes(acc: __m256, n: usize, out: &mut [f32], at: usize, step: usize) {
+    let mut lanes = [0.0f32; 8];
+    _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
+    for (k, v) in lanes.into_iter().take(n).enumerate() {
+        out[at + k * step] = v;
+    }
+}
+
+/// Tokens in lanes: passes of at most [`ACT_BYTES`] of repacked token groups; in each pass,
+/// groups of `R` rows are decoded once and meet every token group of the pass.
+///
+/// # Safety
+/// As for [`gemm`].
+#[inline(always)]
+unsafe fn token_lanes<X: Signed + crate::Block, M: IntDot, const R: usize>(job: Job<'_>) {
+    let w: &[X] = cast_blocks(job.w).expect(CHECKED);
+    let a: &[BlockQ8_0] = cast_blocks(job.acts).expect(CHECKED);
+    let (n_rows, n_tok, stride) = (job.n_rows, job.n_tok, job.out_stride);
+    let nb = w.len() / n_rows;
+    let groups = n_tok.div_ceil(8);
+    let group_bytes = nb * size_of::<ActBlock>();
+    let pass = (ACT_BYTES / group_bytes).clamp(1, groups);
+    let line = size_of::<Line>();
+    // SAFETY (of using the scratch past the borrow): per thread, touched only here, and this
+    // neither recurses nor yields.
+    let acts = scratch::<ActBlock>(&ACTS, (pass * group_bytes).div_ceil(line));
+    let rows = scratch::<RowBlock>(&ROWS, (R * nb * size_of::<RowBlock>()).div_ceil(line));
+    for g0 in (0..groups).step_by(pass) {
+        let g1 = (g0 + pass).min(groups);
+        repack::<X, M>(a, nb, n_tok, g0, g1, acts);
+        for r0 in (0..n_rows).step_by(R) {
+            decode_rows::<X, M, R>(w, nb, n_rows, r0, rows);
+            for g in g0..g1 {
+                let sums = tile::<X, M, R>(rows, acts.add((g - g0) * nb), nb);
+                let live = (n_tok - g * 8).min(8);
+                for (i, sum) in sums.into_iter().enumerate().take(n_rows - r0) {
+                    store_lanes(sum, live, job.out, g * 8 * stride + r0 + i, stride);
+                }
+            }
+        }
+    }
+}
