@@ -5,7 +5,7 @@
 //! order has one f32 chain per (row, token), 16 of them fit the lanes of one register, either
 //! way round, and one token streams one row at a time:
 //!
-//! - **Tokens in lanes** ([`token_lanes`], from [`TOKEN_LANES_MIN`] tokens: prefill). The
+//! - **Tokens in lanes** ([`Lanes16`], from [`TOKEN_LANES_MIN`] tokens: prefill). The
 //!   activations are repacked so one register holds 4 bytes of each of 16 tokens; a dword of 4
 //!   weight bytes biased to unsigned (`x + OFFSET`, as `vec_dot` takes them), broadcast, meets
 //!   them in one `vpdpbusd`, 64 products. Eight of those give a block's 16 sums, started from
@@ -26,11 +26,11 @@
 //! (tests/gemm.rs) and, for these formats, the scalar reference too (tests/simd.rs).
 
 use std::arch::x86_64::*;
-use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::mem::size_of;
 
-use super::super::tile::{run, scratch, Job, Line, Tile};
+use super::super::tile::{run, Job, Tile};
+use super::token_lanes::{self, TokenLanes};
 use crate::block::cast_blocks;
 use crate::dot::x86::avx2::legacy::{add4_in_order, halves4};
 use crate::dot::x86::avx512::legacy::{act_pair, block_d, neg_offset, symmetric_from, Offset};
@@ -54,7 +54,7 @@ pub(super) unsafe fn gemm<X: Offset + crate::Block>(job: Job<'_>) -> bool {
             true
         }
         _ => {
-            token_lanes::<X, 8>(job);
+            token_lanes::run::<Lanes16<X>, 8>(job);
             true
         }
     }
@@ -311,7 +311,7 @@ impl<X: Offset + crate::Block> Tile for RowChain<X> {
 /// dwords (4 bytes each, in element order), and `d_x`.
 #[derive(Clone, Copy)]
 #[repr(C)]
-struct RowBlock {
+pub(super) struct RowBlock {
     q: [i32; 8],
     d: f32,
 }
@@ -321,156 +321,108 @@ struct RowBlock {
 /// `d` the tokens' `d_y`. Lanes past the last token hold `y = 0`, `d_y = 0`.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct ActBlock {
+pub(super) struct ActBlock {
     q: [__m512i; 8],
     neg: __m512i,
     d: __m512,
 }
 
-/// Bytes of repacked activations one pass over the rows reads (per thread): each pass
-/// decodes the rows again, so the larger the pass the less decoding, while it stays in L2.
-const ACT_BYTES: usize = 512 << 10;
+/// The symmetric formats with 16 tokens in the lanes (run by `token_lanes.rs`).
+pub(super) struct Lanes16<X>(PhantomData<X>);
 
-thread_local! {
-    /// Per-thread scratch for repacked activations.
-    static ACTS: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
-    /// Per-thread scratch for the decoded blocks of a group of rows.
-    static ROWS: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
-}
+impl<X: Offset + crate::Block> TokenLanes for Lanes16<X> {
+    type W = X;
+    type RowBlock = RowBlock;
+    type ActBlock = ActBlock;
+    type Sums = __m512;
+    const LANES: usize = 16;
+    const ACT_BYTES: usize = 512 << 10;
 
-/// Repacks token groups `g0..g1` (16 tokens each) of `a` (`nb` blocks per token, `n_tok`
-/// tokens) into `dst`, group-major then block order, for weights of type `X`.
-///
-/// # Safety
-/// As for [`gemm`]; `dst` has room for `(g1 - g0) · nb` blocks.
-#[inline(always)]
-unsafe fn repack<X: Offset>(
-    a: &[BlockQ8_0],
-    nb: usize,
-    n_tok: usize,
-    g0: usize,
-    g1: usize,
-    dst: *mut ActBlock,
-) {
-    let tok_bytes = (nb * size_of::<BlockQ8_0>()) as i32;
-    let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    let offsets = _mm512_mullo_epi32(lane, _mm512_set1_epi32(tok_bytes));
-    // OFFSET as a u8 (128 for -128).
-    let offset = _mm512_set1_epi8(X::OFFSET);
-    for g in g0..g1 {
-        let live = (n_tok - g * 16).min(16);
-        let mask: __mmask16 = ((1u32 << live) - 1) as u16;
-        let first = a.as_ptr().add(g * 16 * nb).cast::<u8>();
-        for b in 0..nb {
-            let block = first.add(b * size_of::<BlockQ8_0>());
-            let zero = _mm512_setzero_si512();
-            let mut q = [zero; 8];
-            let mut sum = zero;
-            for (k, q) in q.iter_mut().enumerate() {
-                let src = block.add(2 + 4 * k).cast();
-                *q = _mm512_mask_i32gather_epi32::<1>(zero, mask, offsets, src);
-                sum = _mm512_dpbusd_epi32(sum, offset, *q);
+    /// Gathers 4 bytes of each of 16 tokens per register; `neg` from the same registers.
+    #[inline(always)]
+    unsafe fn repack(
+        a: &[BlockQ8_0],
+        nb: usize,
+        n_tok: usize,
+        g0: usize,
+        g1: usize,
+        dst: *mut ActBlock,
+    ) {
+        let tok_bytes = (nb * size_of::<BlockQ8_0>()) as i32;
+        let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        let offsets = _mm512_mullo_epi32(lane, _mm512_set1_epi32(tok_bytes));
+        // OFFSET as a u8 (128 for -128).
+        let offset = _mm512_set1_epi8(X::OFFSET);
+        for g in g0..g1 {
+            let live = (n_tok - g * 16).min(16);
+            let mask: __mmask16 = ((1u32 << live) - 1) as u16;
+            let first = a.as_ptr().add(g * 16 * nb).cast::<u8>();
+            for b in 0..nb {
+                let block = first.add(b * size_of::<BlockQ8_0>());
+                let zero = _mm512_setzero_si512();
+                let mut q = [zero; 8];
+                let mut sum = zero;
+                for (k, q) in q.iter_mut().enumerate() {
+                    let src = block.add(2 + 4 * k).cast();
+                    *q = _mm512_mask_i32gather_epi32::<1>(zero, mask, offsets, src);
+                    sum = _mm512_dpbusd_epi32(sum, offset, *q);
+                }
+                let halves = _mm512_mask_i32gather_epi32::<1>(zero, mask, offsets, block.cast());
+                let d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(halves));
+                let neg = _mm512_sub_epi32(zero, sum);
+                dst.add((g - g0) * nb + b).write(ActBlock { q, neg, d });
             }
-            let halves = _mm512_mask_i32gather_epi32::<1>(zero, mask, offsets, block.cast());
-            let d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(halves));
-            let neg = _mm512_sub_epi32(zero, sum);
-            dst.add((g - g0) * nb + b).write(ActBlock { q, neg, d });
         }
     }
-}
 
-/// Decodes rows `r0..r0 + R` (a row past `n_rows` repeats the last) of `w` into `dst`,
-/// block-major: `dst[b·R + i]` is block `b` of row `r0 + i`.
-///
-/// # Safety
-/// As for [`gemm`]; `dst` has room for `R · nb` blocks.
-#[inline(always)]
-unsafe fn decode_rows<X: Offset, const R: usize>(
-    w: &[X],
-    nb: usize,
-    n_rows: usize,
-    r0: usize,
-    dst: *mut RowBlock,
-) {
-    for i in 0..R {
-        let row = w.as_ptr().add((r0 + i).min(n_rows - 1) * nb);
+    /// Two blocks at a time, as `vec_dot` decodes them.
+    #[inline(always)]
+    unsafe fn decode_row(row: &[X], dst: *mut RowBlock, stride: usize) {
+        let nb = row.len();
         let mut b = 0;
         while b < nb {
             let b1 = (b + 1).min(nb - 1);
             let mut q = [0i32; 16];
-            let biased = X::biased_pair(&*row.add(b), &*row.add(b1));
+            let biased = X::biased_pair(&row[b], &row[b1]);
             _mm512_storeu_si512(q.as_mut_ptr().cast(), biased);
-            let first = dst.add(b * R + i);
+            let first = dst.add(b * stride);
             (*first).q.copy_from_slice(&q[..8]);
-            (*first).d = block_d(&*row.add(b));
+            (*first).d = block_d(&row[b]);
             if b1 != b {
-                let second = dst.add(b1 * R + i);
+                let second = dst.add(b1 * stride);
                 (*second).q.copy_from_slice(&q[8..]);
-                (*second).d = block_d(&*row.add(b1));
+                (*second).d = block_d(&row[b1]);
             }
             b += 2;
         }
     }
-}
 
-/// `R` rows × 16 tokens over every block: the f32 sums, register `i` = row `i`, lane = token.
-///
-/// # Safety
-/// As for [`gemm`]; `rows` holds `R · nb` blocks as [`decode_rows`] writes them, `acts` `nb`.
-#[inline(always)]
-unsafe fn tile<const R: usize>(
-    rows: *const RowBlock,
-    acts: *const ActBlock,
-    nb: usize,
-) -> [__m512; R] {
-    let mut acc = [_mm512_setzero_ps(); R];
-    for b in 0..nb {
-        let act = &*acts.add(b);
-        for (i, acc) in acc.iter_mut().enumerate() {
-            let row = &*rows.add(b * R + i);
-            // Σ (x + OFFSET) y - OFFSET Σ y: exact in i32.
-            let mut s = act.neg;
-            for k in 0..8 {
-                s = _mm512_dpbusd_epi32(s, _mm512_set1_epi32(row.q[k]), act.q[k]);
-            }
-            let d = _mm512_mul_ps(_mm512_set1_ps(row.d), act.d);
-            *acc = add_block(*acc, s, d);
-        }
-    }
-    acc
-}
-
-/// Tokens in lanes: passes of at most [`ACT_BYTES`] of repacked token groups; in each pass,
-/// groups of `R` rows are decoded once and meet every token group of the pass.
-///
-/// # Safety
-/// As for [`gemm`].
-#[inline(always)]
-unsafe fn token_lanes<X: Offset + crate::Block, const R: usize>(job: Job<'_>) {
-    let w: &[X] = cast_blocks(job.w).expect(CHECKED);
-    let a: &[BlockQ8_0] = cast_blocks(job.acts).expect(CHECKED);
-    let (n_rows, n_tok, stride) = (job.n_rows, job.n_tok, job.out_stride);
-    let nb = w.len() / n_rows;
-    let groups = n_tok.div_ceil(16);
-    let group_bytes = nb * size_of::<ActBlock>();
-    let pass = (ACT_BYTES / group_bytes).clamp(1, groups);
-    let line = size_of::<Line>();
-    // SAFETY (of using the scratch past the borrow): per thread, touched only here, and this
-    // neither recurses nor yields.
-    let acts = scratch::<ActBlock>(&ACTS, (pass * group_bytes).div_ceil(line));
-    let rows = scratch::<RowBlock>(&ROWS, (R * nb * size_of::<RowBlock>()).div_ceil(line));
-    for g0 in (0..groups).step_by(pass) {
-        let g1 = (g0 + pass).min(groups);
-        repack::<X>(a, nb, n_tok, g0, g1, acts);
-        for r0 in (0..n_rows).step_by(R) {
-            decode_rows::<X, R>(w, nb, n_rows, r0, rows);
-            for g in g0..g1 {
-                let sums = tile::<R>(rows, acts.add((g - g0) * nb), nb);
-                let live = (n_tok - g * 16).min(16);
-                for (i, sum) in sums.into_iter().enumerate().take(n_rows - r0) {
-                    store_lanes(sum, live, job.out, g * 16 * stride + r0 + i, stride);
+    /// Per (row, block): eight `vpdpbusd` from `neg`, then the block's term for 16 tokens.
+    #[inline(always)]
+    unsafe fn tile<const R: usize>(
+        rows: *const RowBlock,
+        acts: *const ActBlock,
+        nb: usize,
+    ) -> [__m512; R] {
+        let mut acc = [_mm512_setzero_ps(); R];
+        for b in 0..nb {
+            let act = &*acts.add(b);
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let row = &*rows.add(b * R + i);
+                // Σ (x + OFFSET) y - OFFSET Σ y: exact in i32.
+                let mut s = act.neg;
+                for k in 0..8 {
+                    s = _mm512_dpbusd_epi32(s, _mm512_set1_epi32(row.q[k]), act.q[k]);
                 }
+                let d = _mm512_mul_ps(_mm512_set1_ps(row.d), act.d);
+                *acc = add_block(*acc, s, d);
             }
         }
+        acc
+    }
+
+    #[inline(always)]
+    unsafe fn store(sums: __m512, n: usize, out: &mut [f32], at: usize, step: usize) {
+        store_lanes(sums, n, out, at, step);
     }
 }

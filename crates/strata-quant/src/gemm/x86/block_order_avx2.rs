@@ -4,7 +4,7 @@
 //! scalar reference's order, `dot/legacy.rs`, which this path's `vec_dot` also follows). The
 //! 256-bit form of `block_order.rs` (AVX-512), with 8 lanes:
 //!
-//! - **Tokens in lanes** ([`token_lanes`], from 4 or 6 tokens ([`token_lanes_min`]): prefill). The
+//! - **Tokens in lanes** ([`Lanes8`], from 4 or 6 tokens ([`token_lanes_min`]): prefill). The
 //!   activations are repacked (an 8 × 8 transpose of dwords) so one register holds 4 bytes of
 //!   each of 8 tokens; a row's block is decoded once to 8 dwords of 4 weight bytes, each
 //!   broadcast against one such register. Per (row, block), 256 products for 8 tokens:
@@ -26,12 +26,11 @@
 //! (tests/gemm.rs) and the scalar reference too (tests/simd.rs).
 
 use std::arch::x86_64::*;
-use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::mem::size_of;
 
-use super::super::tile::{run, scratch, Job, Line, Tile};
-use crate::block::cast_blocks;
+use super::super::tile::{run, Job, Tile};
+use super::token_lanes::{self, TokenLanes};
 use crate::dot::x86::avx2::legacy::{
     add4_in_order, block_d, block_sums4, halves4, symmetric_from, terms4, Signed,
 };
@@ -59,11 +58,9 @@ pub(super) unsafe fn gemm<X: Signed + crate::Block, M: IntDot>(job: Job<'_>) -> 
     if job.n_tok < token_lanes_min::<X, M>() {
         return run::<RowChain<X, M>, 1, 4>(job);
     }
-    token_lanes::<X, M, 4>(job);
+    token_lanes::run::<Lanes8<X, M>, 4>(job);
     true
 }
-
-const CHECKED: &str = "gemm checked the lengths";
 
 // ---- One row at a time ----
 
@@ -144,7 +141,7 @@ const fn i16_group(biased_max: u8) -> usize {
 /// biased (`x + OFFSET`) or, for the sign form, `|x|` with `x` in `signs`; and `d_x`.
 #[derive(Clone, Copy)]
 #[repr(C)]
-struct RowBlock {
+pub(super) struct RowBlock {
     q: [i32; 8],
     signs: [i32; 8],
     d: f32,
@@ -155,22 +152,10 @@ struct RowBlock {
 /// `d` the tokens' `d_y`. Lanes past the last token hold `y = 0`, `d_y = 0`.
 #[derive(Clone, Copy)]
 #[repr(C, align(32))]
-struct ActBlock {
+pub(super) struct ActBlock {
     q: [__m256i; 8],
     neg: __m256i,
     d: __m256,
-}
-
-/// Bytes of repacked activations one pass over the rows reads (per thread): each pass
-/// decodes the rows again, so the larger the pass the less decoding, while it stays in L2
-/// (512 KiB on Zen 3, more on Intel client cores).
-const ACT_BYTES: usize = 256 << 10;
-
-thread_local! {
-    /// Per-thread scratch for repacked activations.
-    static ACTS: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
-    /// Per-thread scratch for the decoded blocks of a group of rows.
-    static ROWS: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
 }
 
 /// `[r0[k], .., r7[k]]` for each dword `k` of the 8 registers `r` (an 8 × 8 transpose).
@@ -199,63 +184,57 @@ unsafe fn transpose8(r: &[__m256i; 8]) -> [__m256i; 8] {
     out
 }
 
-/// Repacks token groups `g0..g1` (8 tokens each) of `a` (`nb` blocks per token, `n_tok`
-/// tokens) into `dst`, group-major then block order, for weights of type `X`.
-///
-/// # Safety
-/// As for [`gemm`]; `dst` has room for `(g1 - g0) · nb` blocks.
-#[inline(always)]
-unsafe fn repack<X: Signed, M: IntDot>(
-    a: &[BlockQ8_0],
-    nb: usize,
-    n_tok: usize,
-    g0: usize,
-    g1: usize,
-    dst: *mut ActBlock,
-) {
-    // OFFSET as a u8 (128 for -128).
-    let offset = _mm256_set1_epi8(X::OFFSET);
-    let zero = _mm256_setzero_si256();
-    for g in g0..g1 {
-        let live = (n_tok - g * 8).min(8);
-        for b in 0..nb {
-            let mut rows = [zero; 8];
-            let mut halves = [0u16; 8];
-            for t in 0..live {
-                let block = &a[(g * 8 + t) * nb + b];
-                rows[t] = _mm256_loadu_si256(block.qs.as_ptr().cast());
-                halves[t] = block_ptr(block).cast::<u16>().read_unaligned();
+/// The symmetric formats with 8 tokens in the lanes (run by `token_lanes.rs`).
+pub(super) struct Lanes8<X, M>(PhantomData<(X, M)>);
+
+impl<X: Signed + crate::Block, M: IntDot> TokenLanes for Lanes8<X, M> {
+    type W = X;
+    type RowBlock = RowBlock;
+    type ActBlock = ActBlock;
+    type Sums = __m256;
+    const LANES: usize = 8;
+    /// Within L2 (512 KiB on Zen 3, more on Intel client cores).
+    const ACT_BYTES: usize = 256 << 10;
+
+    /// Loads and transposes 8 tokens' blocks (no gathers: they are slow on AVX2-only CPUs).
+    #[inline(always)]
+    unsafe fn repack(
+        a: &[BlockQ8_0],
+        nb: usize,
+        n_tok: usize,
+        g0: usize,
+        g1: usize,
+        dst: *mut ActBlock,
+    ) {
+        // OFFSET as a u8 (128 for -128).
+        let offset = _mm256_set1_epi8(X::OFFSET);
+        let zero = _mm256_setzero_si256();
+        for g in g0..g1 {
+            let live = (n_tok - g * 8).min(8);
+            for b in 0..nb {
+                let mut rows = [zero; 8];
+                let mut halves = [0u16; 8];
+                for t in 0..live {
+                    let block = &a[(g * 8 + t) * nb + b];
+                    rows[t] = _mm256_loadu_si256(block.qs.as_ptr().cast());
+                    halves[t] = block_ptr(block).cast::<u16>().read_unaligned();
+                }
+                let q = transpose8(&rows);
+                let mut sum = zero;
+                for q in &q {
+                    sum = M::dot_u8i8(sum, offset, *q);
+                }
+                let d = _mm256_cvtph_ps(_mm_loadu_si128(halves.as_ptr().cast()));
+                let neg = _mm256_sub_epi32(zero, sum);
+                dst.add((g - g0) * nb + b).write(ActBlock { q, neg, d });
             }
-            let q = transpose8(&rows);
-            let mut sum = zero;
-            for q in &q {
-                sum = M::dot_u8i8(sum, offset, *q);
-            }
-            let d = _mm256_cvtph_ps(_mm_loadu_si128(halves.as_ptr().cast()));
-            let neg = _mm256_sub_epi32(zero, sum);
-            dst.add((g - g0) * nb + b).write(ActBlock { q, neg, d });
         }
     }
-}
 
-/// Decodes rows `r0..r0 + R` (a row past `n_rows` repeats the last) of `w` into `dst`,
-/// block-major: `dst[b·R + i]` is block `b` of row `r0 + i`.
-///
-/// # Safety
-/// As for [`gemm`]; `dst` has room for `R · nb` blocks.
-#[inline(always)]
-unsafe fn decode_rows<X: Signed, M: IntDot, const R: usize>(
-    w: &[X],
-    nb: usize,
-    n_rows: usize,
-    r0: usize,
-    dst: *mut RowBlock,
-) {
-    for i in 0..R {
-        let row = w.as_ptr().add((r0 + i).min(n_rows - 1) * nb);
-        for b in 0..nb {
-            let x = &*row.add(b);
-            let out = &mut *dst.add(b * R + i);
+    #[inline(always)]
+    unsafe fn decode_row(row: &[X], dst: *mut RowBlock, stride: usize) {
+        for (b, x) in row.iter().enumerate() {
+            let out = &mut *dst.add(b * stride);
             if biased_form::<X, M>() {
                 _mm256_storeu_si256(out.q.as_mut_ptr().cast(), x.biased());
             } else {
@@ -264,6 +243,35 @@ unsafe fn decode_rows<X: Signed, M: IntDot, const R: usize>(
                 _mm256_storeu_si256(out.signs.as_mut_ptr().cast(), q);
             }
             out.d = block_d(x);
+        }
+    }
+
+    /// Per (row, block): [`block_sums`], then the block's term for 8 tokens.
+    #[inline(always)]
+    unsafe fn tile<const R: usize>(
+        rows: *const RowBlock,
+        acts: *const ActBlock,
+        nb: usize,
+    ) -> [__m256; R] {
+        let mut acc = [_mm256_setzero_ps(); R];
+        for b in 0..nb {
+            let act = &*acts.add(b);
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let row = &*rows.add(b * R + i);
+                let sums = block_sums::<X, M>(row, act);
+                let d = _mm256_mul_ps(_mm256_set1_ps(row.d), act.d);
+                *acc = _mm256_add_ps(*acc, _mm256_mul_ps(_mm256_cvtepi32_ps(sums), d));
+            }
+        }
+        acc
+    }
+
+    #[inline(always)]
+    unsafe fn store(sums: __m256, n: usize, out: &mut [f32], at: usize, step: usize) {
+        let mut lanes = [0.0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), sums);
+        for (k, v) in lanes.into_iter().take(n).enumerate() {
+            out[at + k * step] = v;
         }
     }
 }
@@ -300,72 +308,4 @@ unsafe fn block_sums<X: Signed, M: IntDot>(row: &RowBlock, act: &ActBlock) -> __
         k += group;
     }
     s
-}
-
-/// `R` rows × 8 tokens over every block: the f32 sums, register `i` = row `i`, lane = token.
-///
-/// # Safety
-/// As for [`gemm`]; `rows` holds `R · nb` blocks as [`decode_rows`] writes them, `acts` `nb`.
-#[inline(always)]
-unsafe fn tile<X: Signed, M: IntDot, const R: usize>(
-    rows: *const RowBlock,
-    acts: *const ActBlock,
-    nb: usize,
-) -> [__m256; R] {
-    let mut acc = [_mm256_setzero_ps(); R];
-    for b in 0..nb {
-        let act = &*acts.add(b);
-        for (i, acc) in acc.iter_mut().enumerate() {
-            let row = &*rows.add(b * R + i);
-            let sums = block_sums::<X, M>(row, act);
-            let d = _mm256_mul_ps(_mm256_set1_ps(row.d), act.d);
-            *acc = _mm256_add_ps(*acc, _mm256_mul_ps(_mm256_cvtepi32_ps(sums), d));
-        }
-    }
-    acc
-}
-
-/// The lanes of `acc` that hold entries: `n` of them, to `out[at + k·step]`.
-#[inline(always)]
-unsafe fn store_lanes(acc: __m256, n: usize, out: &mut [f32], at: usize, step: usize) {
-    let mut lanes = [0.0f32; 8];
-    _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
-    for (k, v) in lanes.into_iter().take(n).enumerate() {
-        out[at + k * step] = v;
-    }
-}
-
-/// Tokens in lanes: passes of at most [`ACT_BYTES`] of repacked token groups; in each pass,
-/// groups of `R` rows are decoded once and meet every token group of the pass.
-///
-/// # Safety
-/// As for [`gemm`].
-#[inline(always)]
-unsafe fn token_lanes<X: Signed + crate::Block, M: IntDot, const R: usize>(job: Job<'_>) {
-    let w: &[X] = cast_blocks(job.w).expect(CHECKED);
-    let a: &[BlockQ8_0] = cast_blocks(job.acts).expect(CHECKED);
-    let (n_rows, n_tok, stride) = (job.n_rows, job.n_tok, job.out_stride);
-    let nb = w.len() / n_rows;
-    let groups = n_tok.div_ceil(8);
-    let group_bytes = nb * size_of::<ActBlock>();
-    let pass = (ACT_BYTES / group_bytes).clamp(1, groups);
-    let line = size_of::<Line>();
-    // SAFETY (of using the scratch past the borrow): per thread, touched only here, and this
-    // neither recurses nor yields.
-    let acts = scratch::<ActBlock>(&ACTS, (pass * group_bytes).div_ceil(line));
-    let rows = scratch::<RowBlock>(&ROWS, (R * nb * size_of::<RowBlock>()).div_ceil(line));
-    for g0 in (0..groups).step_by(pass) {
-        let g1 = (g0 + pass).min(groups);
-        repack::<X, M>(a, nb, n_tok, g0, g1, acts);
-        for r0 in (0..n_rows).step_by(R) {
-            decode_rows::<X, M, R>(w, nb, n_rows, r0, rows);
-            for g in g0..g1 {
-                let sums = tile::<X, M, R>(rows, acts.add((g - g0) * nb), nb);
-                let live = (n_tok - g * 8).min(8);
-                for (i, sum) in sums.into_iter().enumerate().take(n_rows - r0) {
-                    store_lanes(sum, live, job.out, g * 8 * stride + r0 + i, stride);
-                }
-            }
-        }
-    }
 }

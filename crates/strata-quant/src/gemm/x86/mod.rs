@@ -11,6 +11,7 @@ mod avx512;
 mod block_order;
 mod block_order_avx2;
 mod reduce;
+mod token_lanes;
 
 use super::tile::Job;
 use crate::dot::x86::{AvxVnni, AvxVnniEvex, Madd};

@@ -1,0 +1,109 @@
+//! The pass structure shared by the tokens-in-lanes GEMM kernels (`block_order.rs` on AVX-512,
+//! `block_order_avx2.rs` on AVX2): the activations are repacked once per pass so a register
+//! holds [`TokenLanes::LANES`] tokens, and each group of `R` weight rows is decoded once per
+//! pass and then meets every token group of the pass.
+
+use std::cell::RefCell;
+use std::mem::size_of;
+
+use super::super::tile::{scratch, Job, Line};
+use crate::block::cast_blocks;
+use crate::legacy::BlockQ8_0;
+
+/// One tokens-in-lanes kernel: its repacked activation block, decoded weight block and the
+/// register tile that meets them.
+pub(super) trait TokenLanes {
+    /// Weight block.
+    type W: crate::Block;
+    /// One weight block of one row, decoded.
+    type RowBlock: Copy;
+    /// One activation block of [`TokenLanes::LANES`] tokens, repacked.
+    type ActBlock: Copy;
+    /// One row's f32 sums for the tokens of a group (lane = token).
+    type Sums: Copy;
+    /// Tokens per group (register lanes).
+    const LANES: usize;
+    /// Bytes of repacked activations one pass reads (per thread): each pass decodes the rows
+    /// again, so the larger the pass the less decoding, while it stays in L2.
+    const ACT_BYTES: usize;
+
+    /// Repacks token groups `g0..g1` of `a` (`nb` blocks per token, `n_tok` tokens) into
+    /// `dst`, group-major then block order; lanes past `n_tok` hold zeros.
+    ///
+    /// # Safety
+    /// The kernel's CPU features are available; `dst` has room for `(g1 - g0) · nb` blocks.
+    unsafe fn repack(
+        a: &[BlockQ8_0],
+        nb: usize,
+        n_tok: usize,
+        g0: usize,
+        g1: usize,
+        dst: *mut Self::ActBlock,
+    );
+    /// Decodes `row` into `dst[b · stride]` for each block `b`.
+    ///
+    /// # Safety
+    /// As for [`TokenLanes::repack`]; `dst` has room for `row.len()` blocks `stride` apart.
+    unsafe fn decode_row(row: &[Self::W], dst: *mut Self::RowBlock, stride: usize);
+    /// `R` rows × one token group over `nb` blocks: `rows[b · R + i]` is block `b` of row `i`.
+    ///
+    /// # Safety
+    /// As for [`TokenLanes::repack`]; `rows` holds `R · nb` blocks, `acts` `nb`.
+    unsafe fn tile<const R: usize>(
+        rows: *const Self::RowBlock,
+        acts: *const Self::ActBlock,
+        nb: usize,
+    ) -> [Self::Sums; R];
+    /// Writes the first `n` lanes of `sums` to `out[at + k · step]`.
+    ///
+    /// # Safety
+    /// As for [`TokenLanes::repack`].
+    unsafe fn store(sums: Self::Sums, n: usize, out: &mut [f32], at: usize, step: usize);
+}
+
+thread_local! {
+    /// Per-thread scratch for repacked activations.
+    static ACTS: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
+    /// Per-thread scratch for the decoded blocks of a group of rows.
+    static ROWS: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `job` with tokens in lanes: passes of at most [`TokenLanes::ACT_BYTES`] of repacked token
+/// groups; in each pass, groups of `R` rows (a row past the last repeats it) are decoded once
+/// and meet every token group of the pass.
+///
+/// # Safety
+/// `K`'s CPU features are available; `gemm` checked the lengths of `job`.
+#[inline(always)]
+pub(super) unsafe fn run<K: TokenLanes, const R: usize>(job: Job<'_>) {
+    const CHECKED: &str = "gemm checked the lengths";
+    let w: &[K::W] = cast_blocks(job.w).expect(CHECKED);
+    let a: &[BlockQ8_0] = cast_blocks(job.acts).expect(CHECKED);
+    let (n_rows, n_tok, stride) = (job.n_rows, job.n_tok, job.out_stride);
+    let nb = w.len() / n_rows;
+    let groups = n_tok.div_ceil(K::LANES);
+    let group_bytes = nb * size_of::<K::ActBlock>();
+    let pass = (K::ACT_BYTES / group_bytes).clamp(1, groups);
+    let line = size_of::<Line>();
+    // SAFETY (of using the scratch past the borrow): per thread, touched only here, and this
+    // neither recurses nor yields.
+    let acts = scratch::<K::ActBlock>(&ACTS, (pass * group_bytes).div_ceil(line));
+    let rows = scratch::<K::RowBlock>(&ROWS, (R * nb * size_of::<K::RowBlock>()).div_ceil(line));
+    for g0 in (0..groups).step_by(pass) {
+        let g1 = (g0 + pass).min(groups);
+        K::repack(a, nb, n_tok, g0, g1, acts);
+        for r0 in (0..n_rows).step_by(R) {
+            for i in 0..R {
+                let r = (r0 + i).min(n_rows - 1);
+                K::decode_row(&w[r * nb..(r + 1) * nb], rows.add(i), R);
+            }
+            for g in g0..g1 {
+                let sums = K::tile::<R>(rows, acts.add((g - g0) * nb), nb);
+                let live = (n_tok - g * K::LANES).min(K::LANES);
+                for (i, sum) in sums.into_iter().enumerate().take(n_rows - r0) {
+                    K::store(sum, live, job.out, g * K::LANES * stride + r0 + i, stride);
+                }
+            }
+        }
+    }
+}
