@@ -420,9 +420,4 @@ impl<X: Offset + crate::Block> TokenLanes for Lanes16<X> {
         }
         acc
     }
-
-    #[inline(always)]
-    unsafe fn store(sums: __m512, n: usize, out: &mut [f32], at: usize, step: usize) {
-        store_lanes(sums, n, out, at, step);
-    }
 }

@@ -265,15 +265,6 @@ impl<X: Signed + crate::Block, M: IntDot> TokenLanes for Lanes8<X, M> {
         }
         acc
     }
-
-    #[inline(always)]
-    unsafe fn store(sums: __m256, n: usize, out: &mut [f32], at: usize, step: usize) {
-        let mut lanes = [0.0f32; 8];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), sums);
-        for (k, v) in lanes.into_iter().take(n).enumerate() {
-            out[at + k * step] = v;
-        }
-    }
 }
 
 /// The exact `Σ x y` of one (row, block) for the 8 tokens of `act`.

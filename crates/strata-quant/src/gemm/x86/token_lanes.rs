@@ -19,7 +19,8 @@ pub(super) trait TokenLanes {
     type RowBlock: Copy;
     /// One activation block of [`TokenLanes::LANES`] tokens, repacked.
     type ActBlock: Copy;
-    /// One row's f32 sums for the tokens of a group (lane = token).
+    /// One row's f32 sums for the tokens of a group: a register of `LANES` f32 lanes
+    /// (lane = token).
     type Sums: Copy;
     /// Tokens per group (register lanes).
     const LANES: usize;
@@ -54,11 +55,6 @@ pub(super) trait TokenLanes {
         acts: *const Self::ActBlock,
         nb: usize,
     ) -> [Self::Sums; R];
-    /// Writes the first `n` lanes of `sums` to `out[at + k · step]`.
-    ///
-    /// # Safety
-    /// As for [`TokenLanes::repack`].
-    unsafe fn store(sums: Self::Sums, n: usize, out: &mut [f32], at: usize, step: usize);
 }
 
 thread_local! {
@@ -81,6 +77,11 @@ pub(super) unsafe fn run<K: TokenLanes, const R: usize>(job: Job<'_>) {
     let a: &[BlockQ8_0] = cast_blocks(job.acts).expect(CHECKED);
     let (n_rows, n_tok, stride) = (job.n_rows, job.n_tok, job.out_stride);
     let nb = w.len() / n_rows;
+    assert_eq!(
+        size_of::<K::Sums>(),
+        K::LANES * size_of::<f32>(),
+        "Sums holds LANES f32"
+    );
     let groups = n_tok.div_ceil(K::LANES);
     let group_bytes = nb * size_of::<K::ActBlock>();
     let pass = (K::ACT_BYTES / group_bytes).clamp(1, groups);
@@ -100,8 +101,12 @@ pub(super) unsafe fn run<K: TokenLanes, const R: usize>(job: Job<'_>) {
             for g in g0..g1 {
                 let sums = K::tile::<R>(rows, acts.add((g - g0) * nb), nb);
                 let live = (n_tok - g * K::LANES).min(K::LANES);
-                for (i, sum) in sums.into_iter().enumerate().take(n_rows - r0) {
-                    K::store(sum, live, job.out, g * K::LANES * stride + r0 + i, stride);
+                for (i, sum) in sums.iter().enumerate().take(n_rows - r0) {
+                    // The register's f32 lanes, in memory order.
+                    let lanes = (sum as *const K::Sums).cast::<f32>();
+                    for t in 0..live {
+                        job.out[(g * K::LANES + t) * stride + r0 + i] = *lanes.add(t);
+                    }
                 }
             }
         }
