@@ -25,8 +25,8 @@ pub(crate) trait Signed {
     /// What [`Signed::biased`] adds to each quant, as a wrapping i8 (-128 stands for +128).
     const OFFSET: i8;
     /// The largest biased quant `x + OFFSET`: `vpmaddubsw`'s 16-bit pair sums of biased weights
-    /// and activations (|y| ≤ 127) stay exact while `2 · BIASED_MAX · 127` fits i16, and that
-    /// many over several registers too when small enough (Q4_0: 8 registers, Q5_0: 4).
+    /// and activations (|y| ≤ 128) stay exact while `2 · BIASED_MAX · 128` fits i16, and so do
+    /// their sums over several registers when small enough (Q4_0: 8 registers, Q5_0: 4).
     const BIASED_MAX: u8;
     /// The 32 quants as i8 lanes, in element order.
     unsafe fn quants(&self) -> __m256i;
