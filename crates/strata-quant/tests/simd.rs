@@ -191,8 +191,9 @@ fn vec_dot_matches_scalar_on_random_rows_of_every_length() {
 
 /// The x86 paths (AVX2, AVX-VNNI, AVX-512) run the symmetric 32-element formats in the scalar
 /// reference's float order (one f32 sum, block after block: `gemm/x86/block_order.rs` and
-/// `block_order_avx2.rs`), so there their results are the scalar ones bit for bit, on random
-/// rows and on every edge fill and scale.
+/// `block_order_avx2.rs`), and the AVX-512 path IQ3_XXS (`gemm/x86/iq3_xxs_lanes.rs`), so
+/// there their results are the scalar ones bit for bit, on random rows and on every edge fill
+/// and scale.
 #[test]
 #[cfg(target_arch = "x86_64")]
 fn x86_block_order_formats_equal_scalar_bit_for_bit() {
@@ -220,15 +221,29 @@ fn x86_block_order_formats_equal_scalar_bit_for_bit() {
         Scales::All(5.9604645e-8),
         Scales::All(-1.0),
     ];
-    for ty in [T::Q4_0, T::Q5_0, T::Q8_0, T::IQ4_NL] {
+    let avx512: Vec<Path> = paths
+        .iter()
+        .copied()
+        .filter(|p| matches!(p, Path::Isa(Isa::Avx512)))
+        .collect();
+    let cases = [
+        (T::Q4_0, &paths),
+        (T::Q5_0, &paths),
+        (T::Q8_0, &paths),
+        (T::IQ4_NL, &paths),
+        (T::IQ3_XXS, &avx512),
+    ];
+    for (ty, on) in cases {
+        let act_ty = vec_dot_type(ty).unwrap();
+        let bs = ty.block_size();
         for blocks in [1, 2, 3, 7, 128, 151] {
             for (i, (&fill, &scale)) in fills.iter().zip(scales.iter().cycle()).enumerate() {
                 let row = weight_row(&mut rng, ty, blocks, fill, scale);
-                let x = activations(&mut rng, blocks * 32, i % ACTIVATION_KINDS);
-                let mut act = vec![0u8; blocks * 34];
-                quantize(T::Q8_0, &x, &mut act).unwrap();
+                let x = activations(&mut rng, blocks * bs, i % ACTIVATION_KINDS);
+                let mut act = vec![0u8; blocks * act_ty.type_size()];
+                quantize(act_ty, &x, &mut act).unwrap();
                 let want = vec_dot_on(Isa::Scalar, ty, &row, &act).unwrap();
-                for &path in &paths {
+                for &path in on {
                     let got = path.vec_dot(ty, &row, &act).unwrap();
                     assert_eq!(
                         got.to_bits(),

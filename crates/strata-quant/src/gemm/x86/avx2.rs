@@ -388,9 +388,10 @@ pub(super) unsafe fn offset_groups<X: SignedLattice, M: IntDot>(x: &X) -> Offset
     let [grid, mask, ls] = x.groups::<M>();
     let offset = _mm256_set1_epi8(-128);
     let mut c = _mm256_setzero_si256();
-    let w: [__m256i; 8] =
-        std::array::from_fn(|g| _mm256_sub_epi8(_mm256_xor_si256(grid[g], mask[g]), mask[g]));
+    // No closures: they would not inherit the caller's target features.
+    let mut w = [_mm256_setzero_si256(); 8];
     for g in 0..8 {
+        w[g] = _mm256_sub_epi8(_mm256_xor_si256(grid[g], mask[g]), mask[g]);
         c = M::madd_i16(c, _mm256_maddubs_epi16(offset, w[g]), ls[g]);
     }
     (w, ls, c)
@@ -408,7 +409,10 @@ pub(super) type OffsetQ8k = ([__m256i; 8], __m128);
 pub(super) unsafe fn offset_q8k(a: *const BlockQ8_K) -> OffsetQ8k {
     let y = &*a;
     let offset = _mm256_set1_epi8(-128);
-    let q = std::array::from_fn(|g| _mm256_xor_si256(load32(y.qs.as_ptr().add(32 * g)), offset));
+    let mut q = [_mm256_setzero_si256(); 8];
+    for (g, q) in q.iter_mut().enumerate() {
+        *q = _mm256_xor_si256(load32(y.qs.as_ptr().add(32 * g)), offset);
+    }
     (q, _mm_set_ss(y.scale()))
 }
 

@@ -8,8 +8,8 @@ use std::marker::PhantomData;
 
 use super::super::tile::{run, Job, Tile};
 use super::avx2::{add_scaled, offset_groups, SignedLattice};
-use super::block_order;
 use super::reduce::{hsum4_ps128, lanes, reduce4};
+use super::{block_order, iq3_xxs_lanes};
 use crate::dot::x86::avx2::legacy as avx2;
 use crate::dot::x86::avx512::k_quants::{load_pair, scale_pick, AffineK};
 use crate::dot::x86::avx512::legacy::Affine;
@@ -17,7 +17,7 @@ use crate::dot::x86::avx512::q4_k;
 use crate::dot::x86::hsum_ps;
 use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps128, Avx512Vnni};
 use crate::iq2::BlockIQ2_S;
-use crate::iq3::{BlockIQ3_S, BlockIQ3_XXS};
+use crate::iq3::BlockIQ3_S;
 use crate::iq4::BlockIQ4_XS;
 use crate::iq_tables::KVALUES_IQ4NL;
 use crate::k_quants::scales_mins_k4;
@@ -45,7 +45,7 @@ pub(super) unsafe fn gemm(ty: GgmlType, job: Job<'_>) -> bool {
         T::Q5_K => run::<AffineKTile<BlockQ5_K>, 4, 4>(job),
         T::Q6_K => run::<Q6K, 4, 4>(job),
         T::IQ4_XS => run::<IQ4XS, 4, 4>(job),
-        T::IQ3_XXS => run::<Lattice<BlockIQ3_XXS>, 2, 4>(job),
+        T::IQ3_XXS => iq3_xxs_lanes::gemm(job),
         T::IQ3_S => run::<Lattice<BlockIQ3_S>, 2, 4>(job),
         T::IQ2_S => run::<Lattice<BlockIQ2_S>, 2, 4>(job),
         _ => false,
@@ -410,6 +410,27 @@ impl Tile for Q4K {
     }
 }
 
+/// A block's integer lanes in [`Lattice`]'s step: the `vec_dot` kernel's 8 i32 lanes (exact;
+/// they add up to the block's sum).
+///
+/// # Safety
+/// As for [`gemm`].
+#[inline(always)]
+pub(super) unsafe fn lattice_sums(
+    w: &([__m512i; 4], [__m512i; 4], __m256i, __m128),
+    a: &([__m512i; 4], __m128),
+) -> __m256i {
+    let mut sum = _mm512_setzero_si512();
+    for p in 0..4 {
+        sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(a.0[p], w.0[p]), w.1[p]);
+    }
+    let sum = _mm256_add_epi32(
+        _mm512_castsi512_si256(sum),
+        _mm512_extracti64x4_epi64::<1>(sum),
+    );
+    _mm256_sub_epi32(sum, w.2)
+}
+
 /// One 512-bit register of two 256-bit halves.
 #[inline(always)]
 unsafe fn halves(lo: __m256i, hi: __m256i) -> __m512i {
@@ -446,21 +467,22 @@ impl<X: SignedLattice> Tile for Lattice<X> {
     #[inline(always)]
     unsafe fn decode(w: *const X) -> Self::Dec {
         let (wq, ls, c) = offset_groups::<X, Avx512Vnni>(&*w);
-        let pair = |v: &[__m256i; 8], p: usize| halves(v[2 * p], v[2 * p + 1]);
-        (
-            std::array::from_fn(|p| pair(&wq, p)),
-            std::array::from_fn(|p| pair(&ls, p)),
-            c,
-            f16x4(block_ptr(&*w)),
-        )
+        // No closures: they would not inherit the caller's target features.
+        let (mut wq2, mut ls2) = ([_mm512_setzero_si512(); 4], [_mm512_setzero_si512(); 4]);
+        for p in 0..4 {
+            wq2[p] = halves(wq[2 * p], wq[2 * p + 1]);
+            ls2[p] = halves(ls[2 * p], ls[2 * p + 1]);
+        }
+        (wq2, ls2, c, f16x4(block_ptr(&*w)))
     }
     #[inline(always)]
     unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
         let y = &*a;
         let offset = _mm512_set1_epi8(-128);
-        let q = std::array::from_fn(|p| {
-            _mm512_xor_si512(_mm512_loadu_si512(y.qs.as_ptr().add(64 * p).cast()), offset)
-        });
+        let mut q = [_mm512_setzero_si512(); 4];
+        for (p, q) in q.iter_mut().enumerate() {
+            *q = _mm512_xor_si512(_mm512_loadu_si512(y.qs.as_ptr().add(64 * p).cast()), offset);
+        }
         (q, _mm_set_ss(y.scale()))
     }
     #[inline(always)]
@@ -469,15 +491,7 @@ impl<X: SignedLattice> Tile for Lattice<X> {
     }
     #[inline(always)]
     unsafe fn step(acc: __m256, w: &Self::Dec, a: &Self::Prep) -> __m256 {
-        let mut sum = _mm512_setzero_si512();
-        for p in 0..4 {
-            sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(a.0[p], w.0[p]), w.1[p]);
-        }
-        let sum = _mm256_add_epi32(
-            _mm512_castsi512_si256(sum),
-            _mm512_extracti64x4_epi64::<1>(sum),
-        );
-        add_scaled(acc, w.3, a.1, _mm256_sub_epi32(sum, w.2))
+        add_scaled(acc, w.3, a.1, lattice_sums(w, a))
     }
     #[inline(always)]
     unsafe fn finish(acc: [__m256; 2], _: &[X], _: &[BlockQ8_K]) -> f32 {

@@ -332,6 +332,7 @@ pub(super) struct Lanes16<X>(PhantomData<X>);
 
 impl<X: Offset + crate::Block> TokenLanes for Lanes16<X> {
     type W = X;
+    type A = BlockQ8_0;
     type RowBlock = RowBlock;
     type ActBlock = ActBlock;
     type Sums = __m512;

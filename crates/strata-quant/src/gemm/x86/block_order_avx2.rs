@@ -189,6 +189,7 @@ pub(super) struct Lanes8<X, M>(PhantomData<(X, M)>);
 
 impl<X: Signed + crate::Block, M: IntDot> TokenLanes for Lanes8<X, M> {
     type W = X;
+    type A = BlockQ8_0;
     type RowBlock = RowBlock;
     type ActBlock = ActBlock;
     type Sums = __m256;

@@ -10,6 +10,7 @@ mod avx2;
 mod avx512;
 mod block_order;
 mod block_order_avx2;
+mod iq3_xxs_lanes;
 mod reduce;
 mod token_lanes;
 

@@ -8,13 +8,14 @@ use std::mem::size_of;
 
 use super::super::tile::{scratch, Job, Line};
 use crate::block::cast_blocks;
-use crate::legacy::BlockQ8_0;
 
 /// One tokens-in-lanes kernel: its repacked activation block, decoded weight block and the
 /// register tile that meets them.
 pub(super) trait TokenLanes {
     /// Weight block.
     type W: crate::Block;
+    /// Activation block (one token's).
+    type A: crate::Block;
     /// One weight block of one row, decoded.
     type RowBlock: Copy;
     /// One activation block of [`TokenLanes::LANES`] tokens, repacked.
@@ -34,7 +35,7 @@ pub(super) trait TokenLanes {
     /// # Safety
     /// The kernel's CPU features are available; `dst` has room for `(g1 - g0) · nb` blocks.
     unsafe fn repack(
-        a: &[BlockQ8_0],
+        a: &[Self::A],
         nb: usize,
         n_tok: usize,
         g0: usize,
@@ -74,7 +75,7 @@ thread_local! {
 pub(super) unsafe fn run<K: TokenLanes, const R: usize>(job: Job<'_>) {
     const CHECKED: &str = "gemm checked the lengths";
     let w: &[K::W] = cast_blocks(job.w).expect(CHECKED);
-    let a: &[BlockQ8_0] = cast_blocks(job.acts).expect(CHECKED);
+    let a: &[K::A] = cast_blocks(job.acts).expect(CHECKED);
     let (n_rows, n_tok, stride) = (job.n_rows, job.n_tok, job.out_stride);
     let nb = w.len() / n_rows;
     assert_eq!(

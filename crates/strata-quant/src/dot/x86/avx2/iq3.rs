@@ -5,13 +5,41 @@
 
 use std::arch::x86_64::*;
 
-use super::super::{hsum_ps, load32, IntDot};
+use super::super::{f16, hsum_ps, load32, IntDot};
 use super::iq2::add_block;
 use super::lattice::{bits_at, even_signs, negate_where, points32, u16_at, u32_at};
+use super::legacy::{add4_in_order, block_sums4, block_term, hsum_epi32, terms4};
 use crate::iq3::{BlockIQ3_S, BlockIQ3_XXS};
 use crate::iq_tables::{IQ3S_GRID, IQ3XXS_GRID};
 use crate::q8_k::BlockQ8_K;
 
+/// One IQ3_XXS block's exact i32 partial sums of `Σ_g (2 s_g + 1) Σ w y`: 8 lanes that add up
+/// to the scalar reference's block sum.
+///
+/// # Safety
+/// AVX2, FMA, F16C and `M`'s instructions are available.
+#[inline(always)]
+pub(crate) unsafe fn iq3_xxs_partials<M: IntDot>(x: &BlockIQ3_XXS, y: &BlockQ8_K) -> __m256i {
+    let mut sums = [_mm256_setzero_si256(); 2];
+    for ib in 0..8 {
+        let q = &x.qs[8 * ib..8 * ib + 8];
+        let grid = if M::GATHER {
+            let index = _mm256_cvtepu8_epi32(_mm_loadl_epi64(q.as_ptr().cast()));
+            // SAFETY: every index is a byte, IQ3XXS_GRID has 256 entries.
+            _mm256_i32gather_epi32::<4>(IQ3XXS_GRID.as_ptr().cast(), index)
+        } else {
+            points32(std::array::from_fn(|k| IQ3XXS_GRID[q[k] as usize]))
+        };
+        let aux = u32_at(&x.qs, 64 + 4 * ib);
+        let yq = _mm256_sign_epi8(load32(y.qs.as_ptr().add(32 * ib)), even_signs(aux));
+        let ls = _mm256_set1_epi16(2 * (aux >> 28) as i16 + 1);
+        sums[ib % 2] = M::madd_i16(sums[ib % 2], _mm256_maddubs_epi16(grid, yq), ls);
+    }
+    _mm256_add_epi32(sums[0], sums[1])
+}
+
+/// `vec_dot` with one f32 sum per lane (the AVX2 path's order).
+///
 /// # Safety
 /// AVX2, FMA, F16C and `M`'s instructions are available.
 #[inline(always)]
@@ -19,24 +47,50 @@ pub(crate) unsafe fn iq3_xxs<M: IntDot>(x: &[BlockIQ3_XXS], y: &[BlockQ8_K]) -> 
     assert_eq!(x.len(), y.len(), "vec_dot block counts");
     let mut acc = _mm256_setzero_ps();
     for (x, y) in x.iter().zip(y) {
-        let mut sums = [_mm256_setzero_si256(); 2];
-        for ib in 0..8 {
-            let q = &x.qs[8 * ib..8 * ib + 8];
-            let grid = if M::GATHER {
-                let index = _mm256_cvtepu8_epi32(_mm_loadl_epi64(q.as_ptr().cast()));
-                // SAFETY: every index is a byte, IQ3XXS_GRID has 256 entries.
-                _mm256_i32gather_epi32::<4>(IQ3XXS_GRID.as_ptr().cast(), index)
-            } else {
-                points32(std::array::from_fn(|k| IQ3XXS_GRID[q[k] as usize]))
-            };
-            let aux = u32_at(&x.qs, 64 + 4 * ib);
-            let yq = _mm256_sign_epi8(load32(y.qs.as_ptr().add(32 * ib)), even_signs(aux));
-            let ls = _mm256_set1_epi16(2 * (aux >> 28) as i16 + 1);
-            sums[ib % 2] = M::madd_i16(sums[ib % 2], _mm256_maddubs_epi16(grid, yq), ls);
-        }
-        acc = add_block(acc, x, y, _mm256_add_epi32(sums[0], sums[1]));
+        acc = add_block(acc, x, y, iq3_xxs_partials::<M>(x, y));
     }
     0.25 * hsum_ps(acc)
+}
+
+/// `vec_dot` in block order, the scalar reference's (`dot/iq.rs`): each block's exact i32 sum,
+/// converted, times `d_x · d_y`, added to one f32 sum, block after block; then times 1/4. Equal
+/// to the scalar reference bit for bit, and the order in which a register of 16 tokens can
+/// run (`gemm/x86/iq3_xxs_lanes.rs`).
+///
+/// # Safety
+/// AVX2, FMA, F16C and `M`'s instructions are available.
+#[inline(always)]
+pub(crate) unsafe fn iq3_xxs_block_order<M: IntDot>(x: &[BlockIQ3_XXS], y: &[BlockQ8_K]) -> f32 {
+    assert_eq!(x.len(), y.len(), "vec_dot block counts");
+    let mut sum = 0.0f32;
+    // Four blocks a step: their sums reduced together, their terms added in order.
+    let whole = x.len() / 4 * 4;
+    for b in (0..whole).step_by(4) {
+        let v = [
+            iq3_xxs_partials::<M>(&x[b], &y[b]),
+            iq3_xxs_partials::<M>(&x[b + 1], &y[b + 1]),
+            iq3_xxs_partials::<M>(&x[b + 2], &y[b + 2]),
+            iq3_xxs_partials::<M>(&x[b + 3], &y[b + 3]),
+        ];
+        let dx = _mm_setr_ps(
+            f16(x[b].d),
+            f16(x[b + 1].d),
+            f16(x[b + 2].d),
+            f16(x[b + 3].d),
+        );
+        let dy = _mm_setr_ps(
+            y[b].scale(),
+            y[b + 1].scale(),
+            y[b + 2].scale(),
+            y[b + 3].scale(),
+        );
+        sum = add4_in_order(sum, terms4(block_sums4(v), dx, dy));
+    }
+    for (x, y) in x[whole..].iter().zip(&y[whole..]) {
+        let block = hsum_epi32(iq3_xxs_partials::<M>(x, y));
+        sum = block_term(sum, block, f16(x.d), y.scale());
+    }
+    0.25 * sum
 }
 
 /// The 64 nine-bit grid indices of an IQ3_S block, computed 16 at a time: byte `qs[j]` with

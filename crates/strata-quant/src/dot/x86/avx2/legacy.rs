@@ -131,7 +131,7 @@ pub(crate) unsafe fn block_sums4(v: [__m256i; 4]) -> __m128i {
 
 /// Σ of the 8 i32 lanes (exact).
 #[inline(always)]
-unsafe fn hsum_epi32(v: __m256i) -> i32 {
+pub(crate) unsafe fn hsum_epi32(v: __m256i) -> i32 {
     let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
     let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
     let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01>(s));

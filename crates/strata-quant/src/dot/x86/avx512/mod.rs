@@ -12,7 +12,8 @@ pub(crate) mod q4_k;
 
 use strata_gguf::GgmlType;
 
-use super::avx2::blocks;
+use super::avx2::{blocks, iq3};
+use super::Avx512Vnni;
 
 /// `vec_dot` for the types with a 512-bit kernel.
 ///
@@ -32,6 +33,9 @@ pub(super) unsafe fn vec_dot(ty: GgmlType, row: &[u8], act: &[u8]) -> Option<f32
         T::Q5_K => k_quants::q5_k(blocks(row), blocks(act)),
         T::Q6_K => k_quants::q6_k(blocks(row), blocks(act)),
         T::IQ4_XS => k_quants::iq4_xs(blocks(row), blocks(act)),
+        // Block order, so that the 16-token GEMM kernel (`gemm/x86/iq3_xxs_lanes.rs`) has the
+        // same bits.
+        T::IQ3_XXS => iq3::iq3_xxs_block_order::<Avx512Vnni>(blocks(row), blocks(act)),
         T::Q2_K => k_low::q2_k(blocks(row), blocks(act)),
         T::Q3_K => k_low::q3_k(blocks(row), blocks(act)),
         // SAFETY: AVX-512 F and BW are available (above) and AVX512-BF16 was just probed.

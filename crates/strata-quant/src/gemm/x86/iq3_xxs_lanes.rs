@@ -1,0 +1,259 @@
+//! AVX-512 GEMM of IQ3_XXS against Q8_K in block order, the scalar reference's (`dot/iq.rs`):
+//! for each (row, token), block after block, the block's exact i32 sum
+//! `Σ_g (2 s_g + 1) Σ w y` is converted, multiplied by `d_x · d_y` and added to one f32 sum,
+//! which ends times 1/4. This path's `vec_dot` runs in that order too
+//! (`iq3_xxs_block_order`), so every entry is `vec_dot` bit for bit:
+//!
+//! - **Tokens in lanes** ([`Lanes16`], from [`TOKEN_LANES_MIN`] tokens: prefill, the dense
+//!   matrices and the larger experts). Each row's lattice points are decoded once per pass to
+//!   signed bytes and biased to unsigned (`w + 64`, 2..=126); the activations are repacked so
+//!   one register holds 4 bytes of each of 16 tokens. A broadcast weight dword meets them in one
+//!   `vpdpbusd` (64 products); eight give a group of 32's sums for 16 tokens, started from
+//!   `-64 Σ y` (made with the repacking), and one `vpmulld` by the group's odd multiplier adds
+//!   them to the block sum. 64 `vpdpbusd` and 8 `vpmulld` a block against the per-pair
+//!   kernel's 8 `vpmaddubsw` + `vpdpwssd` pairs for 16 × fewer products: the shape of
+//!   llama.cpp's VNNI micro-kernels (weights unpacked to int8, tokens in lanes).
+//! - **One (row, token) chain** ([`PairChain`], 2 to 5 tokens: decoding sequences, small
+//!   experts): the per-pair lattice tile's decode and step (`avx512.rs`), the block's lanes then
+//!   summed to one i32 and added in block order.
+//!
+//! One token is left to the `vec_dot` row loop.
+
+use std::arch::x86_64::*;
+use std::mem::{offset_of, size_of};
+
+use super::super::tile::{run, Job, Tile};
+use super::avx2::SignedLattice;
+use super::avx512::{lattice_sums, Lattice};
+use super::token_lanes::{self, TokenLanes};
+use crate::dot::x86::avx2::iq3::iq3_xxs_partials;
+use crate::dot::x86::avx2::lattice::u32_at;
+use crate::dot::x86::avx2::legacy::{add4_in_order, block_sums4, block_term, hsum_epi32, terms4};
+use crate::dot::x86::{f16, Avx512Vnni};
+use crate::iq3::BlockIQ3_XXS;
+use crate::q8_k::BlockQ8_K;
+
+/// Tokens from which a job runs with tokens in the lanes.
+pub(super) const TOKEN_LANES_MIN: usize = 6;
+
+/// The constant IQ3_XXS's sum ends multiplied by (its scale formula's 1/4).
+const FINAL: f32 = 0.25;
+
+/// `job` in block order: [`PairChain`] for 2 to `TOKEN_LANES_MIN - 1` tokens, [`Lanes16`]
+/// from there; `false` (nothing written) for one token.
+///
+/// # Safety
+/// AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C are available; `gemm` checked the lengths.
+#[inline(always)]
+pub(super) unsafe fn gemm(job: Job<'_>) -> bool {
+    if job.n_tok < TOKEN_LANES_MIN {
+        run::<PairChain, 2, 4>(job)
+    } else {
+        token_lanes::run::<Lanes16, 4>(job);
+        true
+    }
+}
+
+/// The per-pair lattice tile (`avx512.rs`), four blocks a step: their integer lanes reduced
+/// together to the four block sums, whose terms are added to one f32 chain in block order.
+pub(super) struct PairChain;
+
+type LatticeXxs = Lattice<BlockIQ3_XXS>;
+
+impl Tile for PairChain {
+    type W = BlockIQ3_XXS;
+    type A = BlockQ8_K;
+    const STEP: usize = 4;
+    const CHAINS: usize = 1;
+    const PREP_ONCE: bool = true;
+    const ONE_TOKEN: bool = false;
+    const FEW_GROUP: usize = 8;
+    type Dec = [<LatticeXxs as Tile>::Dec; 4];
+    type Prep = [<LatticeXxs as Tile>::Prep; 4];
+    type Acc = f32;
+
+    #[inline(always)]
+    unsafe fn decode(w: *const BlockIQ3_XXS) -> Self::Dec {
+        [
+            LatticeXxs::decode(w),
+            LatticeXxs::decode(w.add(1)),
+            LatticeXxs::decode(w.add(2)),
+            LatticeXxs::decode(w.add(3)),
+        ]
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
+        [
+            LatticeXxs::prep(a),
+            LatticeXxs::prep(a.add(1)),
+            LatticeXxs::prep(a.add(2)),
+            LatticeXxs::prep(a.add(3)),
+        ]
+    }
+    #[inline(always)]
+    unsafe fn zero() -> f32 {
+        0.0
+    }
+    #[inline(always)]
+    unsafe fn step(acc: f32, w: &Self::Dec, a: &Self::Prep) -> f32 {
+        let v = [
+            lattice_sums(&w[0], &a[0]),
+            lattice_sums(&w[1], &a[1]),
+            lattice_sums(&w[2], &a[2]),
+            lattice_sums(&w[3], &a[3]),
+        ];
+        // Lane 0 of each block's `[d, ..]` and `[d_y, ..]`.
+        let dx = _mm_castpd_ps(_mm_unpacklo_pd(
+            _mm_castps_pd(_mm_unpacklo_ps(w[0].3, w[1].3)),
+            _mm_castps_pd(_mm_unpacklo_ps(w[2].3, w[3].3)),
+        ));
+        let dy = _mm_castpd_ps(_mm_unpacklo_pd(
+            _mm_castps_pd(_mm_unpacklo_ps(a[0].1, a[1].1)),
+            _mm_castps_pd(_mm_unpacklo_ps(a[2].1, a[3].1)),
+        ));
+        add4_in_order(acc, terms4(block_sums4(v), dx, dy))
+    }
+    /// The blocks after the last whole step as `vec_dot` takes them.
+    #[inline(always)]
+    unsafe fn finish(acc: [f32; 2], w: &[BlockIQ3_XXS], a: &[BlockQ8_K]) -> f32 {
+        let mut sum = acc[0];
+        for (x, y) in w.iter().zip(a) {
+            let block = hsum_epi32(iq3_xxs_partials::<Avx512Vnni>(x, y));
+            sum = block_term(sum, block, f16(x.d), y.scale());
+        }
+        FINAL * sum
+    }
+}
+
+/// One decoded block of one row: the 256 weights biased to unsigned (`w + 64`) as 64 dwords
+/// (4 bytes each, in element order), the 8 groups' odd multipliers `2 s + 1`, and `d_x`.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub(super) struct RowBlock {
+    q: [i32; 64],
+    ls: [i32; 8],
+    d: f32,
+}
+
+/// One activation block of 16 tokens: register `k` holds bytes `4k..4k + 4` of each token
+/// (lane = token), `neg[g]` holds `-64 Σ y` over group `g` (the start that cancels the
+/// weights' bias) and `d` the tokens' `d_y`. Lanes past the last token hold `y = 0`, `d_y = 0`.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub(super) struct ActBlock {
+    q: [__m512i; 64],
+    neg: [__m512i; 8],
+    d: __m512,
+}
+
+/// The bias that makes a signed lattice weight (|w| <= 62) an unsigned byte.
+const BIAS: i8 = 64;
+
+/// IQ3_XXS with 16 tokens in the lanes (run by `token_lanes.rs`).
+pub(super) struct Lanes16;
+
+impl TokenLanes for Lanes16 {
+    type W = BlockIQ3_XXS;
+    type A = BlockQ8_K;
+    type RowBlock = RowBlock;
+    type ActBlock = ActBlock;
+    type Sums = __m512;
+    const LANES: usize = 16;
+    const ACT_BYTES: usize = 512 << 10;
+
+    /// Gathers 4 bytes of each of 16 tokens per register; `neg` from the same registers.
+    #[inline(always)]
+    unsafe fn repack(
+        a: &[BlockQ8_K],
+        nb: usize,
+        n_tok: usize,
+        g0: usize,
+        g1: usize,
+        dst: *mut ActBlock,
+    ) {
+        let tok_bytes = (nb * size_of::<BlockQ8_K>()) as i32;
+        let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        let offsets = _mm512_mullo_epi32(lane, _mm512_set1_epi32(tok_bytes));
+        let bias = _mm512_set1_epi8(BIAS);
+        let zero = _mm512_setzero_si512();
+        for g in g0..g1 {
+            let live = (n_tok - g * 16).min(16);
+            let mask: __mmask16 = ((1u32 << live) - 1) as u16;
+            let first = a.as_ptr().add(g * 16 * nb).cast::<u8>();
+            for b in 0..nb {
+                let block = first.add(b * size_of::<BlockQ8_K>());
+                let qs = block.add(offset_of!(BlockQ8_K, qs));
+                let out = &mut *dst.add((g - g0) * nb + b);
+                for group in 0..8 {
+                    let mut sum = zero;
+                    for k in 8 * group..8 * group + 8 {
+                        let src = qs.add(4 * k).cast();
+                        let q = _mm512_mask_i32gather_epi32::<1>(zero, mask, offsets, src);
+                        out.q[k] = q;
+                        sum = _mm512_dpbusd_epi32(sum, bias, q);
+                    }
+                    out.neg[group] = _mm512_sub_epi32(zero, sum);
+                }
+                let d = block.add(offset_of!(BlockQ8_K, d)).cast();
+                out.d = _mm512_mask_i32gather_ps::<1>(_mm512_setzero_ps(), mask, offsets, d);
+            }
+        }
+    }
+
+    /// The lattice points with their signs (as the per-pair tile decodes them), biased.
+    #[inline(always)]
+    unsafe fn decode_row(row: &[BlockIQ3_XXS], dst: *mut RowBlock, stride: usize) {
+        let bias = _mm256_set1_epi8(BIAS);
+        for (b, x) in row.iter().enumerate() {
+            let [grid, negated, _] = x.groups::<Avx512Vnni>();
+            let out = &mut *dst.add(b * stride);
+            for g in 0..8 {
+                let w = _mm256_sub_epi8(_mm256_xor_si256(grid[g], negated[g]), negated[g]);
+                let biased = _mm256_add_epi8(w, bias);
+                _mm256_storeu_si256(out.q.as_mut_ptr().add(8 * g).cast(), biased);
+                out.ls[g] = 2 * (u32_at(&x.qs, 64 + 4 * g) >> 28) as i32 + 1;
+            }
+            out.d = f16(x.d);
+        }
+    }
+
+    /// Per block: for each group, eight `vpdpbusd` from `neg` per row, each activation register
+    /// loaded once for the `R` rows; the group's multiplier; then the block's term.
+    #[inline(always)]
+    unsafe fn tile<const R: usize>(
+        rows: *const RowBlock,
+        acts: *const ActBlock,
+        nb: usize,
+    ) -> [__m512; R] {
+        let mut acc = [_mm512_setzero_ps(); R];
+        for b in 0..nb {
+            let act = &*acts.add(b);
+            let row = rows.add(b * R);
+            let mut sum = [_mm512_setzero_si512(); R];
+            for g in 0..8 {
+                let mut t = [act.neg[g]; R];
+                for k in 8 * g..8 * g + 8 {
+                    let y = act.q[k];
+                    for (i, t) in t.iter_mut().enumerate() {
+                        let w = _mm512_set1_epi32((*row.add(i)).q[k]);
+                        *t = _mm512_dpbusd_epi32(*t, w, y);
+                    }
+                }
+                for (i, (sum, t)) in sum.iter_mut().zip(t).enumerate() {
+                    let ls = _mm512_set1_epi32((*row.add(i)).ls[g]);
+                    *sum = _mm512_add_epi32(*sum, _mm512_mullo_epi32(t, ls));
+                }
+            }
+            for (i, (acc, sum)) in acc.iter_mut().zip(sum).enumerate() {
+                // (d_x · d_y) · block, added: the reference's order.
+                let d = _mm512_mul_ps(_mm512_set1_ps((*row.add(i)).d), act.d);
+                *acc = _mm512_add_ps(*acc, _mm512_mul_ps(_mm512_cvtepi32_ps(sum), d));
+            }
+        }
+        // No closures: they would not inherit the caller's target features.
+        for acc in acc.iter_mut() {
+            *acc = _mm512_mul_ps(*acc, _mm512_set1_ps(FINAL));
+        }
+        acc
+    }
+}
