@@ -8,6 +8,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use strata_quant::testing::AvxVnniTwin;
 use strata_quant::{dot_f32, gemm_f32, gemm_on, quantize, vec_dot_on, vec_dot_type, GgmlType, Isa};
 
 const ROWS: usize = 512;
@@ -157,6 +158,15 @@ fn bench_expert_type(c: &mut Criterion, ty: GgmlType) {
                 })
             },
         );
+        // The AVX-VNNI kernels through their AVX-512 encodings, on a CPU without AVX-VNNI.
+        if let Some(twin) = AvxVnniTwin::new().filter(|_| !Isa::AvxVnni.is_available()) {
+            group.bench_function(BenchmarkId::new(AvxVnniTwin::NAME, n_tok), |b| {
+                b.iter(|| {
+                    twin.gemm(ty, black_box(&w), n_rows, &acts, n_tok, &mut out, n_rows)
+                        .unwrap()
+                })
+            });
+        }
     }
     group.finish();
 }

@@ -7,7 +7,7 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::super::tile::{run, Job, Tile};
-use super::block_order_avx2;
+use super::{block_order_avx2, iq3_xxs_lanes};
 use crate::dot::x86::avx2::iq2::nibble_scales;
 use crate::dot::x86::avx2::iq3::iq3_s_indices;
 use crate::dot::x86::avx2::k_quants::{q6_k_quants, q6_k_scale_pair, AffineK};
@@ -44,6 +44,8 @@ pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
         T::Q5_K => run::<AffineKTile<BlockQ5_K, M>, 4, 4>(job),
         T::Q6_K => run::<Q6K<M>, 4, 4>(job),
         T::IQ4_XS => run::<IQ4XS<M>, 4, 4>(job),
+        // With VNNI in block order (`iq3_xxs_lanes.rs`); plain AVX2 keeps its lane order.
+        T::IQ3_XXS if !M::SATURATES => iq3_xxs_lanes::gemm256::<M>(job),
         T::IQ3_XXS => run::<Lattice<BlockIQ3_XXS, M>, 2, 4>(job),
         T::IQ3_S => run::<Lattice<BlockIQ3_S, M>, 2, 4>(job),
         T::IQ2_S => run::<Lattice<BlockIQ2_S, M>, 2, 4>(job),
@@ -416,6 +418,24 @@ pub(super) unsafe fn offset_q8k(a: *const BlockQ8_K) -> OffsetQ8k {
     (q, _mm_set_ss(y.scale()))
 }
 
+/// A block's integer lanes in [`Lattice`]'s step: the `vec_dot` kernel's 8 i32 lanes (exact;
+/// they add up to the block's sum).
+///
+/// # Safety
+/// AVX2, FMA, F16C and `M`'s instructions are available.
+#[inline(always)]
+pub(super) unsafe fn lattice_sums<M: IntDot>(
+    w: &(OffsetLattice, __m128),
+    a: &OffsetQ8k,
+) -> __m256i {
+    let (wq, ls, c) = &w.0;
+    let mut sums = [_mm256_setzero_si256(); 2];
+    for g in 0..8 {
+        sums[g % 2] = M::madd_i16(sums[g % 2], _mm256_maddubs_epi16(a.0[g], wq[g]), ls[g]);
+    }
+    _mm256_sub_epi32(_mm256_add_epi32(sums[0], sums[1]), *c)
+}
+
 /// IQ2_S, IQ3_XXS and IQ3_S against Q8_K: one block per step, one chain; the grid gather,
 /// signs and scales decoded once per row ([`OffsetLattice`]), each token's activations
 /// offset once per product, a (row, token) pair costing a `vpmaddubsw` and one i16
@@ -450,13 +470,7 @@ impl<X: SignedLattice, M: IntDot> Tile for Lattice<X, M> {
     }
     #[inline(always)]
     unsafe fn step(acc: __m256, w: &Self::Dec, a: &Self::Prep) -> __m256 {
-        let (wq, ls, c) = &w.0;
-        let mut sums = [_mm256_setzero_si256(); 2];
-        for g in 0..8 {
-            sums[g % 2] = M::madd_i16(sums[g % 2], _mm256_maddubs_epi16(a.0[g], wq[g]), ls[g]);
-        }
-        let sum = _mm256_sub_epi32(_mm256_add_epi32(sums[0], sums[1]), *c);
-        add_scaled(acc, w.1, a.1, sum)
+        add_scaled(acc, w.1, a.1, lattice_sums::<M>(w, a))
     }
     #[inline(always)]
     unsafe fn finish(acc: [__m256; 2], _: &[X], _: &[BlockQ8_K]) -> f32 {

@@ -160,7 +160,7 @@ pub(super) struct ActBlock {
 
 /// `[r0[k], .., r7[k]]` for each dword `k` of the 8 registers `r` (an 8 × 8 transpose).
 #[inline(always)]
-unsafe fn transpose8(r: &[__m256i; 8]) -> [__m256i; 8] {
+pub(super) unsafe fn transpose8(r: &[__m256i; 8]) -> [__m256i; 8] {
     let mut s = [_mm256_setzero_si256(); 8];
     for p in 0..4 {
         // [a0 b0 a1 b1 | a4 b4 a5 b5], [a2 b2 a3 b3 | a6 b6 a7 b7] of rows a, b.

@@ -1,4 +1,5 @@
-//! AVX-512 GEMM of IQ3_XXS against Q8_K in block order, the scalar reference's (`dot/iq.rs`):
+//! GEMM of IQ3_XXS against Q8_K on the paths with VNNI (AVX-512, and AVX-VNNI with 8 lanes:
+//! [`gemm256`]) in block order, the scalar reference's (`dot/iq.rs`):
 //! for each (row, token), block after block, the block's exact i32 sum
 //! `Σ_g (2 s_g + 1) Σ w y` is converted, multiplied by `d_x · d_y` and added to one f32 sum,
 //! which ends times 1/4. This path's `vec_dot` runs in that order too
@@ -13,23 +14,28 @@
 //!   them to the block sum. 64 `vpdpbusd` and 8 `vpmulld` a block against the per-pair
 //!   kernel's 8 `vpmaddubsw` + `vpdpwssd` pairs for 16 × fewer products: the shape of
 //!   llama.cpp's VNNI micro-kernels (weights unpacked to int8, tokens in lanes).
-//! - **One (row, token) chain** ([`PairChain`], 2 to 5 tokens: decoding sequences, small
-//!   experts): the per-pair lattice tile's decode and step (`avx512.rs`), the block's lanes then
-//!   summed to one i32 and added in block order.
+//! - **One (row, token) chain** ([`PairChain`], [`PairChain256`]; 2 to 5 tokens: decoding
+//!   sequences, small experts): the per-pair lattice tile's decode and step (`avx512.rs`,
+//!   `avx2.rs`), four blocks a step, their lanes reduced together to the four block sums, whose
+//!   terms are added in block order.
 //!
-//! One token is left to the `vec_dot` row loop.
+//! One token is left to the `vec_dot` row loop. Plain AVX2 keeps its lane order and per-pair
+//! tile: without `vpdpbusd`, 32 products for 8 tokens cost a `vpmaddubsw`, a `vpmaddwd` and an
+//! add, as they do for one (row, token) pair, so tokens in lanes would gain nothing there.
 
 use std::arch::x86_64::*;
+use std::marker::PhantomData;
 use std::mem::{offset_of, size_of};
 
 use super::super::tile::{run, Job, Tile};
-use super::avx2::SignedLattice;
+use super::avx2::{self, SignedLattice};
 use super::avx512::{lattice_sums, Lattice};
+use super::block_order_avx2::transpose8;
 use super::token_lanes::{self, TokenLanes};
 use crate::dot::x86::avx2::iq3::iq3_xxs_partials;
 use crate::dot::x86::avx2::lattice::u32_at;
 use crate::dot::x86::avx2::legacy::{add4_in_order, block_sums4, block_term, hsum_epi32, terms4};
-use crate::dot::x86::{f16, Avx512Vnni};
+use crate::dot::x86::{f16, Avx512Vnni, IntDot};
 use crate::iq3::BlockIQ3_XXS;
 use crate::q8_k::BlockQ8_K;
 
@@ -103,14 +109,8 @@ impl Tile for PairChain {
             lattice_sums(&w[3], &a[3]),
         ];
         // Lane 0 of each block's `[d, ..]` and `[d_y, ..]`.
-        let dx = _mm_castpd_ps(_mm_unpacklo_pd(
-            _mm_castps_pd(_mm_unpacklo_ps(w[0].3, w[1].3)),
-            _mm_castps_pd(_mm_unpacklo_ps(w[2].3, w[3].3)),
-        ));
-        let dy = _mm_castpd_ps(_mm_unpacklo_pd(
-            _mm_castps_pd(_mm_unpacklo_ps(a[0].1, a[1].1)),
-            _mm_castps_pd(_mm_unpacklo_ps(a[2].1, a[3].1)),
-        ));
+        let dx = lane0s([w[0].3, w[1].3, w[2].3, w[3].3]);
+        let dy = lane0s([a[0].1, a[1].1, a[2].1, a[3].1]);
         add4_in_order(acc, terms4(block_sums4(v), dx, dy))
     }
     /// The blocks after the last whole step as `vec_dot` takes them.
@@ -148,6 +148,27 @@ pub(super) struct ActBlock {
 
 /// The bias that makes a signed lattice weight (|w| <= 62) an unsigned byte.
 const BIAS: i8 = 64;
+
+/// The lattice points of `row` with their signs (as the per-pair tiles decode them), biased,
+/// into `dst[b · stride]` for each block `b`.
+///
+/// # Safety
+/// AVX2, FMA, F16C and `M`'s instructions are available; `dst` has room.
+#[inline(always)]
+unsafe fn decode_row<M: IntDot>(row: &[BlockIQ3_XXS], dst: *mut RowBlock, stride: usize) {
+    let bias = _mm256_set1_epi8(BIAS);
+    for (b, x) in row.iter().enumerate() {
+        let [grid, negated, _] = x.groups::<M>();
+        let out = &mut *dst.add(b * stride);
+        for g in 0..8 {
+            let w = _mm256_sub_epi8(_mm256_xor_si256(grid[g], negated[g]), negated[g]);
+            let biased = _mm256_add_epi8(w, bias);
+            _mm256_storeu_si256(out.q.as_mut_ptr().add(8 * g).cast(), biased);
+            out.ls[g] = 2 * (u32_at(&x.qs, 64 + 4 * g) >> 28) as i32 + 1;
+        }
+        out.d = f16(x.d);
+    }
+}
 
 /// IQ3_XXS with 16 tokens in the lanes (run by `token_lanes.rs`).
 pub(super) struct Lanes16;
@@ -200,21 +221,9 @@ impl TokenLanes for Lanes16 {
         }
     }
 
-    /// The lattice points with their signs (as the per-pair tile decodes them), biased.
     #[inline(always)]
     unsafe fn decode_row(row: &[BlockIQ3_XXS], dst: *mut RowBlock, stride: usize) {
-        let bias = _mm256_set1_epi8(BIAS);
-        for (b, x) in row.iter().enumerate() {
-            let [grid, negated, _] = x.groups::<Avx512Vnni>();
-            let out = &mut *dst.add(b * stride);
-            for g in 0..8 {
-                let w = _mm256_sub_epi8(_mm256_xor_si256(grid[g], negated[g]), negated[g]);
-                let biased = _mm256_add_epi8(w, bias);
-                _mm256_storeu_si256(out.q.as_mut_ptr().add(8 * g).cast(), biased);
-                out.ls[g] = 2 * (u32_at(&x.qs, 64 + 4 * g) >> 28) as i32 + 1;
-            }
-            out.d = f16(x.d);
-        }
+        decode_row::<Avx512Vnni>(row, dst, stride)
     }
 
     /// Per block: for each group, eight `vpdpbusd` from `neg` per row, each activation register
@@ -253,6 +262,199 @@ impl TokenLanes for Lanes16 {
         // No closures: they would not inherit the caller's target features.
         for acc in acc.iter_mut() {
             *acc = _mm512_mul_ps(*acc, _mm512_set1_ps(FINAL));
+        }
+        acc
+    }
+}
+
+// ---- 256-bit VNNI (AVX-VNNI) ----
+
+/// `job` on a 256-bit path with VNNI (`M::SATURATES` false): [`PairChain256`] below
+/// [`TOKEN_LANES_MIN`] tokens, [`Lanes8`] from there; `false` for one token.
+///
+/// # Safety
+/// AVX2, FMA, F16C and `M`'s instructions are available; `gemm` checked the lengths.
+#[inline(always)]
+pub(super) unsafe fn gemm256<M: IntDot>(job: Job<'_>) -> bool {
+    if job.n_tok < TOKEN_LANES_MIN {
+        run::<PairChain256<M>, 2, 4>(job)
+    } else {
+        token_lanes::run::<Lanes8<M>, 4>(job);
+        true
+    }
+}
+
+type Lattice256<M> = avx2::Lattice<BlockIQ3_XXS, M>;
+
+/// [`PairChain`] on the 256-bit lattice tile (`avx2.rs`).
+pub(super) struct PairChain256<M>(PhantomData<M>);
+
+impl<M: IntDot> Tile for PairChain256<M> {
+    type W = BlockIQ3_XXS;
+    type A = BlockQ8_K;
+    const STEP: usize = 4;
+    const CHAINS: usize = 1;
+    const PREP_ONCE: bool = true;
+    const ONE_TOKEN: bool = false;
+    type Dec = [<Lattice256<M> as Tile>::Dec; 4];
+    type Prep = [<Lattice256<M> as Tile>::Prep; 4];
+    type Acc = f32;
+
+    #[inline(always)]
+    unsafe fn decode(w: *const BlockIQ3_XXS) -> Self::Dec {
+        [
+            Lattice256::<M>::decode(w),
+            Lattice256::<M>::decode(w.add(1)),
+            Lattice256::<M>::decode(w.add(2)),
+            Lattice256::<M>::decode(w.add(3)),
+        ]
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
+        [
+            Lattice256::<M>::prep(a),
+            Lattice256::<M>::prep(a.add(1)),
+            Lattice256::<M>::prep(a.add(2)),
+            Lattice256::<M>::prep(a.add(3)),
+        ]
+    }
+    #[inline(always)]
+    unsafe fn zero() -> f32 {
+        0.0
+    }
+    #[inline(always)]
+    unsafe fn step(acc: f32, w: &Self::Dec, a: &Self::Prep) -> f32 {
+        let v = [
+            avx2::lattice_sums::<M>(&w[0], &a[0]),
+            avx2::lattice_sums::<M>(&w[1], &a[1]),
+            avx2::lattice_sums::<M>(&w[2], &a[2]),
+            avx2::lattice_sums::<M>(&w[3], &a[3]),
+        ];
+        let dx = lane0s([w[0].1, w[1].1, w[2].1, w[3].1]);
+        let dy = lane0s([a[0].1, a[1].1, a[2].1, a[3].1]);
+        add4_in_order(acc, terms4(block_sums4(v), dx, dy))
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [f32; 2], w: &[BlockIQ3_XXS], a: &[BlockQ8_K]) -> f32 {
+        let mut sum = acc[0];
+        for (x, y) in w.iter().zip(a) {
+            let block = hsum_epi32(iq3_xxs_partials::<M>(x, y));
+            sum = block_term(sum, block, f16(x.d), y.scale());
+        }
+        FINAL * sum
+    }
+}
+
+/// Lane 0 of each of four registers, in one.
+#[inline(always)]
+unsafe fn lane0s(v: [__m128; 4]) -> __m128 {
+    _mm_castpd_ps(_mm_unpacklo_pd(
+        _mm_castps_pd(_mm_unpacklo_ps(v[0], v[1])),
+        _mm_castps_pd(_mm_unpacklo_ps(v[2], v[3])),
+    ))
+}
+
+/// [`ActBlock`] with 8 tokens in the lanes.
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+pub(super) struct ActBlock8 {
+    q: [__m256i; 64],
+    neg: [__m256i; 8],
+    d: __m256,
+}
+
+/// IQ3_XXS with 8 tokens in the lanes on a 256-bit VNNI path (run by `token_lanes.rs`).
+pub(super) struct Lanes8<M>(PhantomData<M>);
+
+impl<M: IntDot> TokenLanes for Lanes8<M> {
+    type W = BlockIQ3_XXS;
+    type A = BlockQ8_K;
+    type RowBlock = RowBlock;
+    type ActBlock = ActBlock8;
+    type Sums = __m256;
+    const LANES: usize = 8;
+    /// Within L2 (1 MiB and more on the CPUs with AVX-VNNI).
+    const ACT_BYTES: usize = 256 << 10;
+
+    /// Loads and transposes 8 tokens' groups of 32 (no gathers).
+    #[inline(always)]
+    unsafe fn repack(
+        a: &[BlockQ8_K],
+        nb: usize,
+        n_tok: usize,
+        g0: usize,
+        g1: usize,
+        dst: *mut ActBlock8,
+    ) {
+        let bias = _mm256_set1_epi8(BIAS);
+        let zero = _mm256_setzero_si256();
+        for g in g0..g1 {
+            let live = (n_tok - g * 8).min(8);
+            for b in 0..nb {
+                let out = &mut *dst.add((g - g0) * nb + b);
+                let mut d = [0.0f32; 8];
+                for (t, d) in d.iter_mut().enumerate().take(live) {
+                    *d = a[(g * 8 + t) * nb + b].scale();
+                }
+                out.d = _mm256_loadu_ps(d.as_ptr());
+                for group in 0..8 {
+                    let mut rows = [zero; 8];
+                    for (t, row) in rows.iter_mut().enumerate().take(live) {
+                        let qs = a[(g * 8 + t) * nb + b].qs.as_ptr().add(32 * group);
+                        *row = _mm256_loadu_si256(qs.cast());
+                    }
+                    let q = transpose8(&rows);
+                    let mut sum = zero;
+                    for (k, q) in q.iter().enumerate() {
+                        out.q[8 * group + k] = *q;
+                        sum = M::dot_u8i8(sum, bias, *q);
+                    }
+                    out.neg[group] = _mm256_sub_epi32(zero, sum);
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn decode_row(row: &[BlockIQ3_XXS], dst: *mut RowBlock, stride: usize) {
+        decode_row::<M>(row, dst, stride)
+    }
+
+    /// As [`Lanes16`]'s tile, 8 lanes.
+    #[inline(always)]
+    unsafe fn tile<const R: usize>(
+        rows: *const RowBlock,
+        acts: *const ActBlock8,
+        nb: usize,
+    ) -> [__m256; R] {
+        let mut acc = [_mm256_setzero_ps(); R];
+        for b in 0..nb {
+            let act = &*acts.add(b);
+            let row = rows.add(b * R);
+            let mut sum = [_mm256_setzero_si256(); R];
+            for g in 0..8 {
+                let mut t = [act.neg[g]; R];
+                for k in 8 * g..8 * g + 8 {
+                    let y = act.q[k];
+                    for (i, t) in t.iter_mut().enumerate() {
+                        let w = _mm256_set1_epi32((*row.add(i)).q[k]);
+                        *t = M::dot_u8i8(*t, w, y);
+                    }
+                }
+                for (i, (sum, t)) in sum.iter_mut().zip(t).enumerate() {
+                    let ls = _mm256_set1_epi32((*row.add(i)).ls[g]);
+                    *sum = _mm256_add_epi32(*sum, _mm256_mullo_epi32(t, ls));
+                }
+            }
+            for (i, (acc, sum)) in acc.iter_mut().zip(sum).enumerate() {
+                // (d_x · d_y) · block, added: the reference's order.
+                let d = _mm256_mul_ps(_mm256_set1_ps((*row.add(i)).d), act.d);
+                *acc = _mm256_add_ps(*acc, _mm256_mul_ps(_mm256_cvtepi32_ps(sum), d));
+            }
+        }
+        // No closures: they would not inherit the caller's target features.
+        for acc in acc.iter_mut() {
+            *acc = _mm256_mul_ps(*acc, _mm256_set1_ps(FINAL));
         }
         acc
     }
