@@ -7,7 +7,7 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::super::tile::{run, Job, Tile};
-use super::{block_order_avx2, iq3_xxs_lanes};
+use super::block_order_avx2;
 use crate::dot::x86::avx2::iq2::nibble_scales;
 use crate::dot::x86::avx2::iq3::iq3_s_indices;
 use crate::dot::x86::avx2::k_quants::{q6_k_quants, q6_k_scale_pair, AffineK};
@@ -44,8 +44,6 @@ pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
         T::Q5_K => run::<AffineKTile<BlockQ5_K, M>, 4, 4>(job),
         T::Q6_K => run::<Q6K<M>, 4, 4>(job),
         T::IQ4_XS => run::<IQ4XS<M>, 4, 4>(job),
-        // With VNNI in block order (`iq3_xxs_lanes.rs`); plain AVX2 keeps its lane order.
-        T::IQ3_XXS if !M::SATURATES => iq3_xxs_lanes::gemm256::<M>(job),
         T::IQ3_XXS => run::<Lattice<BlockIQ3_XXS, M>, 2, 4>(job),
         T::IQ3_S => run::<Lattice<BlockIQ3_S, M>, 2, 4>(job),
         T::IQ2_S => run::<Lattice<BlockIQ2_S, M>, 2, 4>(job),
@@ -394,6 +392,8 @@ pub(super) unsafe fn offset_groups<X: SignedLattice, M: IntDot>(x: &X) -> Offset
     let mut w = [_mm256_setzero_si256(); 8];
     for g in 0..8 {
         w[g] = _mm256_sub_epi8(_mm256_xor_si256(grid[g], mask[g]), mask[g]);
+    }
+    for g in 0..8 {
         c = M::madd_i16(c, _mm256_maddubs_epi16(offset, w[g]), ls[g]);
     }
     (w, ls, c)

@@ -36,18 +36,22 @@ entry_point!(gemm_avx2, "avx2,fma,f16c", |ty, job| avx2::gemm::<Madd>(
     ty, job
 ));
 
-entry_point!(
-    gemm_avxvnni,
-    "avx2,fma,f16c,avxvnni",
-    |ty, job| avx2::gemm::<AvxVnni>(ty, job)
-);
+// IQ3_XXS runs in block order with VNNI (`iq3_xxs_lanes.rs`), in the lane order of
+// `avx2.rs` on plain AVX2.
+entry_point!(gemm_avxvnni, "avx2,fma,f16c,avxvnni", |ty, job| match ty {
+    GgmlType::IQ3_XXS => iq3_xxs_lanes::gemm256::<AvxVnni>(job),
+    _ => avx2::gemm::<AvxVnni>(ty, job),
+});
 
 // The AVX-VNNI tiles with AVX-512 VNNI's encodings, for the tests only
 // (`crate::testing::AvxVnniTwin`).
 entry_point!(
     gemm_avxvnni_evex,
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
-    |ty, job| avx2::gemm::<AvxVnniEvex>(ty, job)
+    |ty, job| match ty {
+        GgmlType::IQ3_XXS => iq3_xxs_lanes::gemm256::<AvxVnniEvex>(job),
+        _ => avx2::gemm::<AvxVnniEvex>(ty, job),
+    }
 );
 
 entry_point!(

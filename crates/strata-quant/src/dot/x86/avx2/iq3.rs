@@ -4,11 +4,12 @@
 //! IQ3_XXS's constant 1/4 is applied at the end, as in the scalar reference (`dot/iq.rs`).
 
 use std::arch::x86_64::*;
+use std::mem::size_of;
 
 use super::super::{f16, hsum_ps, load32, IntDot};
 use super::iq2::add_block;
 use super::lattice::{bits_at, even_signs, negate_where, points32, u16_at, u32_at};
-use super::legacy::{add4_in_order, block_sums4, block_term, hsum_epi32, terms4};
+use super::legacy::{add4_in_order, block_sums4, block_term, halves4, hsum_epi32, terms4};
 use crate::iq3::{BlockIQ3_S, BlockIQ3_XXS};
 use crate::iq_tables::{IQ3S_GRID, IQ3XXS_GRID};
 use crate::q8_k::BlockQ8_K;
@@ -72,12 +73,8 @@ pub(crate) unsafe fn iq3_xxs_block_order<M: IntDot>(x: &[BlockIQ3_XXS], y: &[Blo
             iq3_xxs_partials::<M>(&x[b + 2], &y[b + 2]),
             iq3_xxs_partials::<M>(&x[b + 3], &y[b + 3]),
         ];
-        let dx = _mm_setr_ps(
-            f16(x[b].d),
-            f16(x[b + 1].d),
-            f16(x[b + 2].d),
-            f16(x[b + 3].d),
-        );
+        // The blocks' f16 `d` (their first field) through F16C.
+        let dx = halves4(x[b..].as_ptr().cast(), size_of::<BlockIQ3_XXS>());
         let dy = _mm_setr_ps(
             y[b].scale(),
             y[b + 1].scale(),
