@@ -205,6 +205,34 @@ impl Model {
         Session::new(&self.config, n, kv_type)
     }
 
+    /// Runs two decode steps of a throwaway two-position session on every worker of the
+    /// current pool ([`pool::Pool::broadcast`]), each worker alone. Each thread's reused
+    /// scratch then has its decode size, so later decode steps allocate nothing
+    /// (`tests/decode_allocations.rs`) whichever worker takes which task. It reads every dense
+    /// weight once per worker, so it also pages them in, as llama.cpp's warm-up run does.
+    /// Sessions are untouched.
+    ///
+    /// Errors: those of [`Model::forward`] (none for a loaded model).
+    pub fn warm_up(&self, kv_type: KvType) -> Result<(), EngineError> {
+        let failed = Mutex::new(None);
+        pool::with_current(|p| {
+            p.broadcast(|_| {
+                let mut s = self.new_session(2, kv_type);
+                let steps = self
+                    .forward(&mut s, &[0])
+                    .map(|_| ())
+                    .and_then(|()| self.forward(&mut s, &[0]).map(|_| ()));
+                if let Err(e) = steps {
+                    *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                }
+            })
+        });
+        match failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     /// Most tokens per forward run (`--ubatch`): longer inputs run in pieces of this size,
     /// which bounds the runner's activation memory. Results do not depend on it.
     pub fn ubatch(&self) -> usize {

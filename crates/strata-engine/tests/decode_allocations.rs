@@ -49,11 +49,13 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// Allocations made by `steps` greedy decode steps of `path` on a 2-worker pool, after a
-/// prompt and warm-up steps. Warm-up runs until 3 steps in a row allocate nothing (at most
-/// 30): a pool worker grows its thread-local scratch the first time it happens to take a
-/// kind of task, which a busy machine can put off for a few steps; an allocation made every
-/// step never lets warm-up settle and fails the test too.
+/// Allocations made by `steps` greedy decode steps of `path` on a 2-worker pool, after
+/// [`Model::warm_up`], a prompt and warm-up steps. `warm_up` grows every worker's
+/// thread-local scratch: without it a worker grows its scratch the first time it happens to
+/// take a kind of task, which a busy machine can put off past any number of steps (the caller
+/// takes every task while the worker is descheduled). The decode steps then run until 3 in
+/// a row allocate nothing (at most 30), for buffers that grow with the context; an allocation
+/// made every step never lets them settle and fails the test too.
 fn allocations_per_decode(path: &Path, steps: usize) -> usize {
     const SETTLED: usize = 3;
     const MAX_WARM_UP: usize = 30;
@@ -63,6 +65,7 @@ fn allocations_per_decode(path: &Path, steps: usize) -> usize {
         ..PoolOptions::default()
     });
     pool.install(|| {
+        model.warm_up(KvType::F16).unwrap();
         let prompt = model
             .tokenizer()
             .encode("The quick brown fox jumps over", true, false);

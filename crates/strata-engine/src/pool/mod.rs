@@ -244,10 +244,36 @@ impl Pool {
             (0..n_tasks).for_each(f);
             return;
         };
+        self.round(n_tasks, &f);
+    }
+
+    /// Runs `f(worker)` once on every worker thread, the caller included, and returns when all
+    /// are done: for per-thread set-up, such as growing each thread's reused scratch before
+    /// timed or allocation-free work ([`crate::Model::warm_up`]). `f` runs with this pool
+    /// installed ([`Pool::install`]), so ops it calls run inline on its thread. Called from
+    /// inside a task, or while this thread's [submitted job](Scope::submit) is in flight, it
+    /// runs `f(0)` on this thread only.
+    pub fn broadcast<F: Fn(usize) + Sync>(&self, f: F) {
+        let inline = self.threads.is_empty() || IN_TASK.get();
+        let busy = if inline { None } else { self.lock_workers() };
+        let Some(_busy) = busy else {
+            self.install(|| f(0));
+            return;
+        };
+        // Every task waits until all have started, so no thread can take a second one: the
+        // `workers()` tasks land on `workers()` distinct threads.
+        let all = std::sync::Barrier::new(self.workers());
+        self.round(self.workers(), &|i| {
+            all.wait();
+            self.install(|| f(i));
+        });
+    }
+
+    /// One round of `n_tasks ≥ 2` tasks on the workers; the caller holds `busy`.
+    fn round(&self, n_tasks: usize, f: &(dyn Fn(usize) + Sync + '_)) {
         self.pin_caller_once();
         let sh = &*self.shared;
         let active = n_tasks.min(self.workers());
-        let f: &(dyn Fn(usize) + Sync + '_) = &f;
         // SAFETY: only the lifetime is erased. Workers use the pointer only during this round,
         // and this function does not return (or unwind) before `finish` saw every active
         // worker finish, so `f` outlives every use.

@@ -78,3 +78,39 @@ fn installed_pool_is_current_on_this_thread_only_inside_install() {
         assert_eq!(current_workers(), 1);
     });
 }
+
+#[test]
+fn broadcast_runs_once_on_every_worker_thread_with_the_pool_installed() {
+    for n in [1, 2, 4] {
+        let p = pool(n);
+        for _ in 0..50 {
+            let seen = Mutex::new(Vec::new());
+            p.broadcast(|i| {
+                // Ops inside see this pool as current and run inline.
+                assert!(with_current(|c| std::ptr::eq(c, &p)));
+                let inner = AtomicUsize::new(0);
+                p.run(8, |_| {
+                    inner.fetch_add(1, Relaxed);
+                });
+                assert_eq!(inner.into_inner(), 8);
+                seen.lock().unwrap().push((i, thread_token()));
+            });
+            let mut seen = seen.into_inner().unwrap();
+            seen.sort();
+            let workers: Vec<usize> = seen.iter().map(|s| s.0).collect();
+            assert_eq!(workers, (0..n).collect::<Vec<_>>());
+            let mut threads: Vec<usize> = seen.iter().map(|s| s.1).collect();
+            threads.sort();
+            threads.dedup();
+            assert_eq!(threads.len(), n, "one call per distinct thread");
+        }
+        // From inside a task: once, on this thread.
+        let calls = AtomicUsize::new(0);
+        p.run(2, |_| {
+            p.broadcast(|_| {
+                calls.fetch_add(1, Relaxed);
+            })
+        });
+        assert_eq!(calls.into_inner(), 2);
+    }
+}
