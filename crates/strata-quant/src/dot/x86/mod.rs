@@ -308,7 +308,14 @@ macro_rules! avxvnni_entry_points {
             $quantize,
             $dot_f32,
             $features,
-            |ty, row, act| avx2::vec_dot::<$int_dot>(ty, row, act),
+            // IQ3_XXS in block order, as the GEMM kernel (`gemm/x86/iq3_xxs_lanes.rs`).
+            |ty, row, act| match ty {
+                GgmlType::IQ3_XXS => Some(avx2::iq3::iq3_xxs_block_order::<$int_dot>(
+                    crate::blocks(row),
+                    crate::blocks(act),
+                )),
+                _ => avx2::vec_dot::<$int_dot>(ty, row, act),
+            },
             |ty, src, dst| avx2::quantize(ty, src, dst),
             |ty, row, x| avx2::dot_f32(ty, row, x)
         );

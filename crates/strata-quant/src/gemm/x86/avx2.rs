@@ -389,14 +389,25 @@ pub(super) unsafe fn offset_groups<X: SignedLattice, M: IntDot>(x: &X) -> Offset
     let offset = _mm256_set1_epi8(-128);
     let mut c = _mm256_setzero_si256();
     // No closures: they would not inherit the caller's target features.
-    let mut w = [_mm256_setzero_si256(); 8];
-    for g in 0..8 {
-        w[g] = _mm256_sub_epi8(_mm256_xor_si256(grid[g], mask[g]), mask[g]);
-    }
+    let w = signed_groups(&grid, &mask);
     for g in 0..8 {
         c = M::madd_i16(c, _mm256_maddubs_epi16(offset, w[g]), ls[g]);
     }
     (w, ls, c)
+}
+
+/// The signed weights of a lattice block's 8 groups: `grid` negated where `mask` is all ones,
+/// `(grid ^ mask) − mask` (the groups [`SignedLattice::groups`] returns).
+///
+/// # Safety
+/// AVX2 is available.
+#[inline(always)]
+pub(super) unsafe fn signed_groups(grid: &[__m256i; 8], mask: &[__m256i; 8]) -> [__m256i; 8] {
+    let mut w = [_mm256_setzero_si256(); 8];
+    for g in 0..8 {
+        w[g] = _mm256_sub_epi8(_mm256_xor_si256(grid[g], mask[g]), mask[g]);
+    }
+    w
 }
 
 /// Q8_K activations offset for [`OffsetLattice`] weights: the 8 groups' `y + 128` bytes,

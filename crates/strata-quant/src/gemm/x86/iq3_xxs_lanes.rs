@@ -14,7 +14,7 @@
 //!   them to the block sum. 64 `vpdpbusd` and 8 `vpmulld` a block against the per-pair
 //!   kernel's 8 `vpmaddubsw` + `vpdpwssd` pairs for 16 × fewer products: the shape of
 //!   llama.cpp's VNNI micro-kernels (weights unpacked to int8, tokens in lanes).
-//! - **One (row, token) chain** ([`PairChain`], [`PairChain256`]; 2 to 5 tokens: decoding
+//! - **One (row, token) chain** ([`PairChain`]; 2 to 5 tokens: decoding
 //!   sequences, small experts): the per-pair lattice tile's decode and step (`avx512.rs`,
 //!   `avx2.rs`), four blocks a step, their lanes reduced together to the four block sums, whose
 //!   terms are added in block order.
@@ -35,7 +35,7 @@ use super::token_lanes::{self, TokenLanes};
 use crate::dot::x86::avx2::iq3::iq3_xxs_partials;
 use crate::dot::x86::avx2::lattice::u32_at;
 use crate::dot::x86::avx2::legacy::{add4_in_order, block_sums4, block_term, hsum_epi32, terms4};
-use crate::dot::x86::{f16, Avx512Vnni, IntDot};
+use crate::dot::x86::{f16, f16x4, Avx512Vnni, IntDot};
 use crate::iq3::BlockIQ3_XXS;
 use crate::q8_k::BlockQ8_K;
 
@@ -45,7 +45,7 @@ pub(super) const TOKEN_LANES_MIN: usize = 6;
 /// The constant IQ3_XXS's sum ends multiplied by (its scale formula's 1/4).
 const FINAL: f32 = 0.25;
 
-/// `job` in block order: [`PairChain`] for 2 to `TOKEN_LANES_MIN - 1` tokens, [`Lanes16`]
+/// `job` in block order: [`PairChain`] on the 512-bit lattice tile for 2 to `TOKEN_LANES_MIN - 1` tokens, [`Lanes16`]
 /// from there; `false` (nothing written) for one token.
 ///
 /// # Safety
@@ -53,47 +53,97 @@ const FINAL: f32 = 0.25;
 #[inline(always)]
 pub(super) unsafe fn gemm(job: Job<'_>) -> bool {
     if job.n_tok < TOKEN_LANES_MIN {
-        run::<PairChain, 2, 4>(job)
+        run::<PairChain<LatticeXxs>, 2, 4>(job)
     } else {
         token_lanes::run::<Lanes16, 4>(job);
         true
     }
 }
 
-/// The per-pair lattice tile (`avx512.rs`), four blocks a step: their integer lanes reduced
-/// together to the four block sums, whose terms are added to one f32 chain in block order.
-pub(super) struct PairChain;
+/// A per-pair IQ3_XXS lattice tile (`avx512.rs`, `avx2.rs`) as [`PairChain`] uses it.
+pub(super) trait LatticeTile: Tile<W = BlockIQ3_XXS, A = BlockQ8_K> {
+    /// The integer dot of the tile's `vec_dot` (for the tail blocks).
+    type Int: IntDot;
+    /// [`Tile::FEW_GROUP`] of the chain.
+    const CHAIN_FEW_GROUP: usize;
+    /// A block's 8 exact i32 lanes, which add up to its sum.
+    unsafe fn sums(w: &Self::Dec, a: &Self::Prep) -> __m256i;
+    /// `d_x` in lane 0.
+    unsafe fn d_x(w: &Self::Dec) -> __m128;
+    /// `d_y` in lane 0.
+    unsafe fn d_y(a: &Self::Prep) -> __m128;
+}
 
 type LatticeXxs = Lattice<BlockIQ3_XXS>;
 
-impl Tile for PairChain {
+impl LatticeTile for LatticeXxs {
+    type Int = Avx512Vnni;
+    const CHAIN_FEW_GROUP: usize = 8;
+    #[inline(always)]
+    unsafe fn sums(w: &Self::Dec, a: &Self::Prep) -> __m256i {
+        lattice_sums(w, a)
+    }
+    #[inline(always)]
+    unsafe fn d_x(w: &Self::Dec) -> __m128 {
+        w.3
+    }
+    #[inline(always)]
+    unsafe fn d_y(a: &Self::Prep) -> __m128 {
+        a.1
+    }
+}
+
+type Lattice256<M> = avx2::Lattice<BlockIQ3_XXS, M>;
+
+impl<M: IntDot> LatticeTile for Lattice256<M> {
+    type Int = M;
+    const CHAIN_FEW_GROUP: usize = 4;
+    #[inline(always)]
+    unsafe fn sums(w: &Self::Dec, a: &Self::Prep) -> __m256i {
+        avx2::lattice_sums::<M>(w, a)
+    }
+    #[inline(always)]
+    unsafe fn d_x(w: &Self::Dec) -> __m128 {
+        w.1
+    }
+    #[inline(always)]
+    unsafe fn d_y(a: &Self::Prep) -> __m128 {
+        a.1
+    }
+}
+
+/// A per-pair lattice tile `L`, four blocks a step: their integer lanes reduced together to
+/// the four block sums, whose terms are added to one f32 chain in block order.
+pub(super) struct PairChain<L>(PhantomData<L>);
+
+impl<L: LatticeTile> Tile for PairChain<L> {
     type W = BlockIQ3_XXS;
     type A = BlockQ8_K;
     const STEP: usize = 4;
     const CHAINS: usize = 1;
     const PREP_ONCE: bool = true;
     const ONE_TOKEN: bool = false;
-    const FEW_GROUP: usize = 8;
-    type Dec = [<LatticeXxs as Tile>::Dec; 4];
-    type Prep = [<LatticeXxs as Tile>::Prep; 4];
+    const FEW_GROUP: usize = L::CHAIN_FEW_GROUP;
+    type Dec = [L::Dec; 4];
+    type Prep = [L::Prep; 4];
     type Acc = f32;
 
     #[inline(always)]
     unsafe fn decode(w: *const BlockIQ3_XXS) -> Self::Dec {
         [
-            LatticeXxs::decode(w),
-            LatticeXxs::decode(w.add(1)),
-            LatticeXxs::decode(w.add(2)),
-            LatticeXxs::decode(w.add(3)),
+            L::decode(w),
+            L::decode(w.add(1)),
+            L::decode(w.add(2)),
+            L::decode(w.add(3)),
         ]
     }
     #[inline(always)]
     unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
         [
-            LatticeXxs::prep(a),
-            LatticeXxs::prep(a.add(1)),
-            LatticeXxs::prep(a.add(2)),
-            LatticeXxs::prep(a.add(3)),
+            L::prep(a),
+            L::prep(a.add(1)),
+            L::prep(a.add(2)),
+            L::prep(a.add(3)),
         ]
     }
     #[inline(always)]
@@ -103,14 +153,13 @@ impl Tile for PairChain {
     #[inline(always)]
     unsafe fn step(acc: f32, w: &Self::Dec, a: &Self::Prep) -> f32 {
         let v = [
-            lattice_sums(&w[0], &a[0]),
-            lattice_sums(&w[1], &a[1]),
-            lattice_sums(&w[2], &a[2]),
-            lattice_sums(&w[3], &a[3]),
+            L::sums(&w[0], &a[0]),
+            L::sums(&w[1], &a[1]),
+            L::sums(&w[2], &a[2]),
+            L::sums(&w[3], &a[3]),
         ];
-        // Lane 0 of each block's `[d, ..]` and `[d_y, ..]`.
-        let dx = lane0s([w[0].3, w[1].3, w[2].3, w[3].3]);
-        let dy = lane0s([a[0].1, a[1].1, a[2].1, a[3].1]);
+        let dx = lane0s([L::d_x(&w[0]), L::d_x(&w[1]), L::d_x(&w[2]), L::d_x(&w[3])]);
+        let dy = lane0s([L::d_y(&a[0]), L::d_y(&a[1]), L::d_y(&a[2]), L::d_y(&a[3])]);
         add4_in_order(acc, terms4(block_sums4(v), dx, dy))
     }
     /// The blocks after the last whole step as `vec_dot` takes them.
@@ -118,7 +167,7 @@ impl Tile for PairChain {
     unsafe fn finish(acc: [f32; 2], w: &[BlockIQ3_XXS], a: &[BlockQ8_K]) -> f32 {
         let mut sum = acc[0];
         for (x, y) in w.iter().zip(a) {
-            let block = hsum_epi32(iq3_xxs_partials::<Avx512Vnni>(x, y));
+            let block = hsum_epi32(iq3_xxs_partials::<L::Int>(x, y));
             sum = block_term(sum, block, f16(x.d), y.scale());
         }
         FINAL * sum
@@ -159,14 +208,15 @@ unsafe fn decode_row<M: IntDot>(row: &[BlockIQ3_XXS], dst: *mut RowBlock, stride
     let bias = _mm256_set1_epi8(BIAS);
     for (b, x) in row.iter().enumerate() {
         let [grid, negated, _] = x.groups::<M>();
+        let w = avx2::signed_groups(&grid, &negated);
         let out = &mut *dst.add(b * stride);
         for g in 0..8 {
-            let w = _mm256_sub_epi8(_mm256_xor_si256(grid[g], negated[g]), negated[g]);
-            let biased = _mm256_add_epi8(w, bias);
+            let biased = _mm256_add_epi8(w[g], bias);
             _mm256_storeu_si256(out.q.as_mut_ptr().add(8 * g).cast(), biased);
             out.ls[g] = 2 * (u32_at(&x.qs, 64 + 4 * g) >> 28) as i32 + 1;
         }
-        out.d = f16(x.d);
+        // `d` is the block's first field and 98 bytes follow it.
+        out.d = _mm_cvtss_f32(f16x4(x.d.as_ptr()));
     }
 }
 
@@ -269,7 +319,7 @@ impl TokenLanes for Lanes16 {
 
 // ---- 256-bit VNNI (AVX-VNNI) ----
 
-/// `job` on a 256-bit path with VNNI (`M::SATURATES` false): [`PairChain256`] below
+/// `job` on a 256-bit path with VNNI (`M::SATURATES` false): [`PairChain`] on the 256-bit lattice tile below
 /// [`TOKEN_LANES_MIN`] tokens, [`Lanes8`] from there; `false` for one token.
 ///
 /// # Safety
@@ -277,71 +327,10 @@ impl TokenLanes for Lanes16 {
 #[inline(always)]
 pub(super) unsafe fn gemm256<M: IntDot>(job: Job<'_>) -> bool {
     if job.n_tok < TOKEN_LANES_MIN {
-        run::<PairChain256<M>, 2, 4>(job)
+        run::<PairChain<Lattice256<M>>, 2, 4>(job)
     } else {
         token_lanes::run::<Lanes8<M>, 4>(job);
         true
-    }
-}
-
-type Lattice256<M> = avx2::Lattice<BlockIQ3_XXS, M>;
-
-/// [`PairChain`] on the 256-bit lattice tile (`avx2.rs`).
-pub(super) struct PairChain256<M>(PhantomData<M>);
-
-impl<M: IntDot> Tile for PairChain256<M> {
-    type W = BlockIQ3_XXS;
-    type A = BlockQ8_K;
-    const STEP: usize = 4;
-    const CHAINS: usize = 1;
-    const PREP_ONCE: bool = true;
-    const ONE_TOKEN: bool = false;
-    type Dec = [<Lattice256<M> as Tile>::Dec; 4];
-    type Prep = [<Lattice256<M> as Tile>::Prep; 4];
-    type Acc = f32;
-
-    #[inline(always)]
-    unsafe fn decode(w: *const BlockIQ3_XXS) -> Self::Dec {
-        [
-            Lattice256::<M>::decode(w),
-            Lattice256::<M>::decode(w.add(1)),
-            Lattice256::<M>::decode(w.add(2)),
-            Lattice256::<M>::decode(w.add(3)),
-        ]
-    }
-    #[inline(always)]
-    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
-        [
-            Lattice256::<M>::prep(a),
-            Lattice256::<M>::prep(a.add(1)),
-            Lattice256::<M>::prep(a.add(2)),
-            Lattice256::<M>::prep(a.add(3)),
-        ]
-    }
-    #[inline(always)]
-    unsafe fn zero() -> f32 {
-        0.0
-    }
-    #[inline(always)]
-    unsafe fn step(acc: f32, w: &Self::Dec, a: &Self::Prep) -> f32 {
-        let v = [
-            avx2::lattice_sums::<M>(&w[0], &a[0]),
-            avx2::lattice_sums::<M>(&w[1], &a[1]),
-            avx2::lattice_sums::<M>(&w[2], &a[2]),
-            avx2::lattice_sums::<M>(&w[3], &a[3]),
-        ];
-        let dx = lane0s([w[0].1, w[1].1, w[2].1, w[3].1]);
-        let dy = lane0s([a[0].1, a[1].1, a[2].1, a[3].1]);
-        add4_in_order(acc, terms4(block_sums4(v), dx, dy))
-    }
-    #[inline(always)]
-    unsafe fn finish(acc: [f32; 2], w: &[BlockIQ3_XXS], a: &[BlockQ8_K]) -> f32 {
-        let mut sum = acc[0];
-        for (x, y) in w.iter().zip(a) {
-            let block = hsum_epi32(iq3_xxs_partials::<M>(x, y));
-            sum = block_term(sum, block, f16(x.d), y.scale());
-        }
-        FINAL * sum
     }
 }
 

@@ -41,8 +41,7 @@ pub(super) unsafe fn vec_dot<M: IntDot>(ty: GgmlType, row: &[u8], act: &[u8]) ->
         T::IQ2_XXS => iq2::iq2_xxs::<M>(blocks(row), blocks(act)),
         T::IQ2_XS => iq2::iq2_xs::<M>(blocks(row), blocks(act)),
         T::IQ2_S => iq2::iq2_s::<M>(blocks(row), blocks(act)),
-        // With VNNI in block order, as the 8-token GEMM kernel (`gemm/x86/iq3_xxs_lanes.rs`).
-        T::IQ3_XXS if !M::SATURATES => iq3::iq3_xxs_block_order::<M>(blocks(row), blocks(act)),
+        // The paths with VNNI take the block order at their entry points (`x86/mod.rs`).
         T::IQ3_XXS => iq3::iq3_xxs::<M>(blocks(row), blocks(act)),
         T::IQ3_S => iq3::iq3_s::<M>(blocks(row), blocks(act)),
         T::IQ1_S => iq1::iq1_s::<M>(blocks(row), blocks(act)),
