@@ -210,8 +210,8 @@ unsafe fn decode_row<M: IntDot>(row: &[BlockIQ3_XXS], dst: *mut RowBlock, stride
         let [grid, negated, _] = x.groups::<M>();
         let w = avx2::signed_groups(&grid, &negated);
         let out = &mut *dst.add(b * stride);
-        for g in 0..8 {
-            let biased = _mm256_add_epi8(w[g], bias);
+        for (g, &w) in w.iter().enumerate() {
+            let biased = _mm256_add_epi8(w, bias);
             _mm256_storeu_si256(out.q.as_mut_ptr().add(8 * g).cast(), biased);
             out.ls[g] = 2 * (u32_at(&x.qs, 64 + 4 * g) >> 28) as i32 + 1;
         }
