@@ -210,7 +210,10 @@ impl Model {
     /// scratch then has its decode size, so later decode steps allocate nothing
     /// (`tests/decode_allocations.rs`) whichever worker takes which task. It reads every dense
     /// weight once per worker, so it also pages them in, as llama.cpp's warm-up run does.
-    /// Sessions are untouched.
+    /// Sessions are untouched. Cost: one-token forwards on one thread, twice per worker, one
+    /// worker after another (they share the model's workspace), so on a large model with many
+    /// workers it takes seconds. Meant for once per process, before allocation-free or timed
+    /// work; `tests/decode_allocations.rs` is its caller today.
     ///
     /// Errors: those of [`Model::forward`] (none for a loaded model).
     pub fn warm_up(&self, kv_type: KvType) -> Result<(), EngineError> {
