@@ -184,15 +184,166 @@ pub(super) struct RowBlock {
     d: f32,
 }
 
-/// One activation block of 16 tokens: register `k` holds bytes `4k..4k + 4` of each token
-/// (lane = token), `neg[g]` holds `-64 Σ y` over group `g` (the start that cancels the
-/// weights' bias) and `d` the tokens' `d_y`. Lanes past the last token hold `y = 0`, `d_y = 0`.
-#[derive(Clone, Copy)]
+/// One activation block of a token group (16 tokens in [`Zmm`], 8 in [`Ymm`]): register `k`
+/// holds bytes `4k..4k + 4` of each token (lane = token), `neg[g]` holds `-64 Σ y` over group
+/// `g` (the start that cancels the weights' bias) and `d` the tokens' `d_y`. Lanes past the
+/// last token hold `y = 0`, `d_y = 0`.
 #[repr(C, align(64))]
-pub(super) struct ActBlock {
-    q: [__m512i; 64],
-    neg: [__m512i; 8],
-    d: __m512,
+pub(super) struct ActBlock<V: LaneOps> {
+    q: [V::I; 64],
+    neg: [V::I; 8],
+    d: V::F,
+}
+
+impl<V: LaneOps> Clone for ActBlock<V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<V: LaneOps> Copy for ActBlock<V> {}
+
+/// The register operations of the tokens-in-lanes tile ([`lanes_tile`]), on the 16 lanes of
+/// a 512-bit register ([`Zmm`]) or the 8 of a 256-bit one ([`Ymm`]).
+pub(super) trait LaneOps {
+    /// i32 lanes.
+    type I: Copy;
+    /// f32 lanes.
+    type F: Copy;
+    unsafe fn splat_i(v: i32) -> Self::I;
+    unsafe fn splat_f(v: f32) -> Self::F;
+    /// `acc + Σ_{k<4} a[4i+k] · b[4i+k]` per i32 lane, `a` unsigned, `b` signed (`vpdpbusd`).
+    unsafe fn dot_u8i8(acc: Self::I, a: Self::I, b: Self::I) -> Self::I;
+    unsafe fn add_i(a: Self::I, b: Self::I) -> Self::I;
+    /// Low 32 bits of the products (`vpmulld`).
+    unsafe fn mul_i(a: Self::I, b: Self::I) -> Self::I;
+    unsafe fn to_f(a: Self::I) -> Self::F;
+    unsafe fn add_f(a: Self::F, b: Self::F) -> Self::F;
+    unsafe fn mul_f(a: Self::F, b: Self::F) -> Self::F;
+}
+
+/// 16 token lanes, AVX-512 VNNI.
+#[derive(Clone, Copy)]
+pub(super) struct Zmm;
+
+impl LaneOps for Zmm {
+    type I = __m512i;
+    type F = __m512;
+    #[inline(always)]
+    unsafe fn splat_i(v: i32) -> __m512i {
+        _mm512_set1_epi32(v)
+    }
+    #[inline(always)]
+    unsafe fn splat_f(v: f32) -> __m512 {
+        _mm512_set1_ps(v)
+    }
+    #[inline(always)]
+    unsafe fn dot_u8i8(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+        _mm512_dpbusd_epi32(acc, a, b)
+    }
+    #[inline(always)]
+    unsafe fn add_i(a: __m512i, b: __m512i) -> __m512i {
+        _mm512_add_epi32(a, b)
+    }
+    #[inline(always)]
+    unsafe fn mul_i(a: __m512i, b: __m512i) -> __m512i {
+        _mm512_mullo_epi32(a, b)
+    }
+    #[inline(always)]
+    unsafe fn to_f(a: __m512i) -> __m512 {
+        _mm512_cvtepi32_ps(a)
+    }
+    #[inline(always)]
+    unsafe fn add_f(a: __m512, b: __m512) -> __m512 {
+        _mm512_add_ps(a, b)
+    }
+    #[inline(always)]
+    unsafe fn mul_f(a: __m512, b: __m512) -> __m512 {
+        _mm512_mul_ps(a, b)
+    }
+}
+
+/// 8 token lanes with `M`'s `vpdpbusd` (AVX-VNNI, or its EVEX twin).
+pub(super) struct Ymm<M>(PhantomData<M>);
+
+impl<M: IntDot> LaneOps for Ymm<M> {
+    type I = __m256i;
+    type F = __m256;
+    #[inline(always)]
+    unsafe fn splat_i(v: i32) -> __m256i {
+        _mm256_set1_epi32(v)
+    }
+    #[inline(always)]
+    unsafe fn splat_f(v: f32) -> __m256 {
+        _mm256_set1_ps(v)
+    }
+    #[inline(always)]
+    unsafe fn dot_u8i8(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        M::dot_u8i8(acc, a, b)
+    }
+    #[inline(always)]
+    unsafe fn add_i(a: __m256i, b: __m256i) -> __m256i {
+        _mm256_add_epi32(a, b)
+    }
+    #[inline(always)]
+    unsafe fn mul_i(a: __m256i, b: __m256i) -> __m256i {
+        _mm256_mullo_epi32(a, b)
+    }
+    #[inline(always)]
+    unsafe fn to_f(a: __m256i) -> __m256 {
+        _mm256_cvtepi32_ps(a)
+    }
+    #[inline(always)]
+    unsafe fn add_f(a: __m256, b: __m256) -> __m256 {
+        _mm256_add_ps(a, b)
+    }
+    #[inline(always)]
+    unsafe fn mul_f(a: __m256, b: __m256) -> __m256 {
+        _mm256_mul_ps(a, b)
+    }
+}
+
+/// `R` rows × one token group over `nb` blocks (the [`TokenLanes::tile`] of [`Lanes16`] and
+/// [`Lanes8`]). Per block: for each group, eight `vpdpbusd` from `neg` per row, each
+/// activation register loaded once for the `R` rows; the group's multiplier; then the block's
+/// term `(d_x · d_y) · block`, added in block order; at the end times 1/4.
+///
+/// # Safety
+/// `V`'s instructions are available; `rows` holds `R · nb` blocks, `acts` `nb`.
+#[inline(always)]
+unsafe fn lanes_tile<V: LaneOps, const R: usize>(
+    rows: *const RowBlock,
+    acts: *const ActBlock<V>,
+    nb: usize,
+) -> [V::F; R] {
+    let mut acc = [V::splat_f(0.0); R];
+    for b in 0..nb {
+        let act = &*acts.add(b);
+        let row = rows.add(b * R);
+        let mut sum = [V::splat_i(0); R];
+        for g in 0..8 {
+            let mut t = [act.neg[g]; R];
+            for k in 8 * g..8 * g + 8 {
+                let y = act.q[k];
+                for (i, t) in t.iter_mut().enumerate() {
+                    *t = V::dot_u8i8(*t, V::splat_i((*row.add(i)).q[k]), y);
+                }
+            }
+            for (i, (sum, t)) in sum.iter_mut().zip(t).enumerate() {
+                *sum = V::add_i(*sum, V::mul_i(t, V::splat_i((*row.add(i)).ls[g])));
+            }
+        }
+        for (i, (acc, sum)) in acc.iter_mut().zip(sum).enumerate() {
+            // (d_x · d_y) · block, added: the reference's order.
+            let d = V::mul_f(V::splat_f((*row.add(i)).d), act.d);
+            *acc = V::add_f(*acc, V::mul_f(V::to_f(sum), d));
+        }
+    }
+    // No closures: they would not inherit the caller's target features.
+    for acc in acc.iter_mut() {
+        *acc = V::mul_f(*acc, V::splat_f(FINAL));
+    }
+    acc
 }
 
 /// The bias that makes a signed lattice weight (|w| <= 62) an unsigned byte.
@@ -227,7 +378,7 @@ impl TokenLanes for Lanes16 {
     type W = BlockIQ3_XXS;
     type A = BlockQ8_K;
     type RowBlock = RowBlock;
-    type ActBlock = ActBlock;
+    type ActBlock = ActBlock<Zmm>;
     type Sums = __m512;
     const LANES: usize = 16;
     const ACT_BYTES: usize = 512 << 10;
@@ -240,7 +391,7 @@ impl TokenLanes for Lanes16 {
         n_tok: usize,
         g0: usize,
         g1: usize,
-        dst: *mut ActBlock,
+        dst: *mut ActBlock<Zmm>,
     ) {
         let tok_bytes = (nb * size_of::<BlockQ8_K>()) as i32;
         let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -276,44 +427,13 @@ impl TokenLanes for Lanes16 {
         decode_row::<Avx512Vnni>(row, dst, stride)
     }
 
-    /// Per block: for each group, eight `vpdpbusd` from `neg` per row, each activation register
-    /// loaded once for the `R` rows; the group's multiplier; then the block's term.
     #[inline(always)]
     unsafe fn tile<const R: usize>(
         rows: *const RowBlock,
-        acts: *const ActBlock,
+        acts: *const ActBlock<Zmm>,
         nb: usize,
     ) -> [__m512; R] {
-        let mut acc = [_mm512_setzero_ps(); R];
-        for b in 0..nb {
-            let act = &*acts.add(b);
-            let row = rows.add(b * R);
-            let mut sum = [_mm512_setzero_si512(); R];
-            for g in 0..8 {
-                let mut t = [act.neg[g]; R];
-                for k in 8 * g..8 * g + 8 {
-                    let y = act.q[k];
-                    for (i, t) in t.iter_mut().enumerate() {
-                        let w = _mm512_set1_epi32((*row.add(i)).q[k]);
-                        *t = _mm512_dpbusd_epi32(*t, w, y);
-                    }
-                }
-                for (i, (sum, t)) in sum.iter_mut().zip(t).enumerate() {
-                    let ls = _mm512_set1_epi32((*row.add(i)).ls[g]);
-                    *sum = _mm512_add_epi32(*sum, _mm512_mullo_epi32(t, ls));
-                }
-            }
-            for (i, (acc, sum)) in acc.iter_mut().zip(sum).enumerate() {
-                // (d_x · d_y) · block, added: the reference's order.
-                let d = _mm512_mul_ps(_mm512_set1_ps((*row.add(i)).d), act.d);
-                *acc = _mm512_add_ps(*acc, _mm512_mul_ps(_mm512_cvtepi32_ps(sum), d));
-            }
-        }
-        // No closures: they would not inherit the caller's target features.
-        for acc in acc.iter_mut() {
-            *acc = _mm512_mul_ps(*acc, _mm512_set1_ps(FINAL));
-        }
-        acc
+        lanes_tile::<Zmm, R>(rows, acts, nb)
     }
 }
 
@@ -343,15 +463,6 @@ unsafe fn lane0s(v: [__m128; 4]) -> __m128 {
     ))
 }
 
-/// [`ActBlock`] with 8 tokens in the lanes.
-#[derive(Clone, Copy)]
-#[repr(C, align(32))]
-pub(super) struct ActBlock8 {
-    q: [__m256i; 64],
-    neg: [__m256i; 8],
-    d: __m256,
-}
-
 /// IQ3_XXS with 8 tokens in the lanes on a 256-bit VNNI path (run by `token_lanes.rs`).
 pub(super) struct Lanes8<M>(PhantomData<M>);
 
@@ -359,7 +470,7 @@ impl<M: IntDot> TokenLanes for Lanes8<M> {
     type W = BlockIQ3_XXS;
     type A = BlockQ8_K;
     type RowBlock = RowBlock;
-    type ActBlock = ActBlock8;
+    type ActBlock = ActBlock<Ymm<M>>;
     type Sums = __m256;
     const LANES: usize = 8;
     /// Within L2 (1 MiB and more on the CPUs with AVX-VNNI).
@@ -373,7 +484,7 @@ impl<M: IntDot> TokenLanes for Lanes8<M> {
         n_tok: usize,
         g0: usize,
         g1: usize,
-        dst: *mut ActBlock8,
+        dst: *mut ActBlock<Ymm<M>>,
     ) {
         let bias = _mm256_set1_epi8(BIAS);
         let zero = _mm256_setzero_si256();
@@ -409,42 +520,12 @@ impl<M: IntDot> TokenLanes for Lanes8<M> {
         decode_row::<M>(row, dst, stride)
     }
 
-    /// As [`Lanes16`]'s tile, 8 lanes.
     #[inline(always)]
     unsafe fn tile<const R: usize>(
         rows: *const RowBlock,
-        acts: *const ActBlock8,
+        acts: *const ActBlock<Ymm<M>>,
         nb: usize,
     ) -> [__m256; R] {
-        let mut acc = [_mm256_setzero_ps(); R];
-        for b in 0..nb {
-            let act = &*acts.add(b);
-            let row = rows.add(b * R);
-            let mut sum = [_mm256_setzero_si256(); R];
-            for g in 0..8 {
-                let mut t = [act.neg[g]; R];
-                for k in 8 * g..8 * g + 8 {
-                    let y = act.q[k];
-                    for (i, t) in t.iter_mut().enumerate() {
-                        let w = _mm256_set1_epi32((*row.add(i)).q[k]);
-                        *t = M::dot_u8i8(*t, w, y);
-                    }
-                }
-                for (i, (sum, t)) in sum.iter_mut().zip(t).enumerate() {
-                    let ls = _mm256_set1_epi32((*row.add(i)).ls[g]);
-                    *sum = _mm256_add_epi32(*sum, _mm256_mullo_epi32(t, ls));
-                }
-            }
-            for (i, (acc, sum)) in acc.iter_mut().zip(sum).enumerate() {
-                // (d_x · d_y) · block, added: the reference's order.
-                let d = _mm256_mul_ps(_mm256_set1_ps((*row.add(i)).d), act.d);
-                *acc = _mm256_add_ps(*acc, _mm256_mul_ps(_mm256_cvtepi32_ps(sum), d));
-            }
-        }
-        // No closures: they would not inherit the caller's target features.
-        for acc in acc.iter_mut() {
-            *acc = _mm256_mul_ps(*acc, _mm256_set1_ps(FINAL));
-        }
-        acc
+        lanes_tile::<Ymm<M>, R>(rows, acts, nb)
     }
 }
