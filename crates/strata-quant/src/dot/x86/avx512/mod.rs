@@ -5,6 +5,7 @@
 
 mod bf16;
 pub(super) mod float;
+mod iq3_xxs;
 mod k_low;
 pub(crate) mod k_quants;
 pub(crate) mod legacy;
@@ -35,6 +36,8 @@ pub(super) unsafe fn vec_dot(ty: GgmlType, row: &[u8], act: &[u8]) -> Option<f32
         T::IQ4_XS => k_quants::iq4_xs(blocks(row), blocks(act)),
         // Block order, so that the 16-token GEMM kernel (`gemm/x86/iq3_xxs_lanes.rs`) has the
         // same bits.
+        // SAFETY: AVX-512 F, BW, VL and VNNI are available (above) and VBMI was just probed.
+        T::IQ3_XXS if iq3_xxs::available() => unsafe { iq3_xxs::vec_dot(blocks(row), blocks(act)) },
         T::IQ3_XXS => iq3::iq3_xxs_block_order::<Avx512Vnni>(blocks(row), blocks(act)),
         T::Q2_K => k_low::q2_k(blocks(row), blocks(act)),
         T::Q3_K => k_low::q3_k(blocks(row), blocks(act)),
