@@ -146,3 +146,36 @@ impl crate::dispatch::Kernels for AvxVnniTwin {
         false
     }
 }
+
+thread_local! {
+    static NO_VBMI: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with this thread's kernels acting as if the CPU lacked AVX512-VBMI: the AVX-512
+/// path then takes the kernels of AVX-512 CPUs without it (Cascade Lake, Cooper Lake), which a
+/// Zen 4, Zen 5 or Ice Lake machine would otherwise never run. Per thread, so tests running
+/// side by side are not affected.
+///
+/// ```
+/// let v = strata_quant::testing::without_vbmi(|| 1 + 1);
+/// assert_eq!(v, 2);
+/// ```
+pub fn without_vbmi<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            NO_VBMI.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(NO_VBMI.with(|c| c.replace(true)));
+    f()
+}
+
+/// Whether the kernels may use AVX512-VBMI (and BITALG) on this thread: the CPU has them and
+/// no [`without_vbmi`] is running.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn vbmi() -> bool {
+    is_x86_feature_detected!("avx512vbmi")
+        && is_x86_feature_detected!("avx512bitalg")
+        && !NO_VBMI.with(|c| c.get())
+}

@@ -8,7 +8,7 @@
 mod common;
 
 use common::{Path, Rng};
-use strata_quant::testing::AvxVnniTwin;
+use strata_quant::testing::{self, AvxVnniTwin};
 use strata_quant::{f32_to_f16, gemm, gemm_on, quantize, vec_dot_type, GgmlType, Isa, QuantError};
 
 fn paths() -> Vec<Path> {
@@ -199,6 +199,32 @@ fn gemm_matches_vec_dot_bit_for_bit_on_edge_values() {
                 }
             }
         }
+    }
+}
+
+/// IQ3_XXS on AVX-512 without VBMI (Cascade Lake's kernels, which a CPU with VBMI never
+/// runs): its gemm against its own `vec_dot`, on every shape, and both bit-identical to the
+/// VBMI kernels' (all of them are in the scalar reference's block order).
+#[test]
+fn iq3_xxs_without_vbmi_matches_the_vbmi_kernels() {
+    if !Isa::Avx512.is_available() {
+        eprintln!("no AVX-512 path on this CPU: nothing to compare");
+        return;
+    }
+    let (ty, path) = (GgmlType::IQ3_XXS, Path::Isa(Isa::Avx512));
+    let mut rng = Rng::new(24);
+    for (i, &(n_rows, n_tok, blocks, stride)) in SHAPES.iter().enumerate() {
+        let n = blocks * ty.block_size();
+        let w = weight_rows(&mut rng, ty, n_rows, n, Weights::Random);
+        let acts = act_rows(&mut rng, ty, n_tok, n, i);
+        let what = format!("{n_rows}×{n_tok}×{blocks} blocks, without VBMI");
+        testing::without_vbmi(|| check(path, ty, &w, n_rows, &acts, n_tok, stride, &what));
+        let run = || {
+            let mut out = vec![0.0f32; (n_tok - 1) * stride + n_rows];
+            gemm_on(Isa::Avx512, ty, &w, n_rows, &acts, n_tok, &mut out, stride).unwrap();
+            out.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        };
+        assert_eq!(run(), testing::without_vbmi(run), "{ty}, {what}");
     }
 }
 

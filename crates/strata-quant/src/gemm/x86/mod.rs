@@ -11,6 +11,7 @@ mod avx512;
 mod block_order;
 mod block_order_avx2;
 mod iq3_xxs_lanes;
+mod iq3_xxs_vbmi;
 mod reduce;
 mod token_lanes;
 

@@ -34,22 +34,23 @@ use crate::iq3::BlockIQ3_XXS;
 use crate::iq_tables::{IQ3XXS_GRID, KSIGNS_IQ2XS};
 use crate::q8_k::BlockQ8_K;
 
-/// Whether this CPU has AVX512-VBMI (the caller already holds AVX-512 F, BW, VL and VNNI); the
-/// standard library caches the probe, so this is a load and a test.
+/// Whether this CPU has AVX512-VBMI and BITALG (the caller already holds AVX-512 F, BW, VL
+/// and VNNI; `crate::testing::vbmi`): cached probes, a few loads and tests.
 #[inline(always)]
 pub(super) fn available() -> bool {
-    is_x86_feature_detected!("avx512vbmi")
+    crate::testing::vbmi()
 }
 
 /// The lookup tables, aligned for 64-byte loads: byte `p` of lattice point `i` at
 /// `grid[p][i]`, and the 8-bit sign byte of each 7-bit sign index.
 #[repr(C, align(64))]
-struct Tables {
-    grid: [[u8; 256]; 4],
-    signs: [u8; 128],
+pub(crate) struct GridTables {
+    pub(crate) grid: [[u8; 256]; 4],
+    pub(crate) signs: [u8; 128],
 }
 
-static TABLES: Tables = Tables {
+/// The tables of both IQ3_XXS kernels with VBMI (this one and `gemm/x86/iq3_xxs_vbmi.rs`).
+pub(crate) static TABLES: GridTables = GridTables {
     grid: grid_bytes(),
     signs: KSIGNS_IQ2XS,
 };

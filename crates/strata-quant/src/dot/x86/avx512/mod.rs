@@ -5,7 +5,7 @@
 
 mod bf16;
 pub(super) mod float;
-mod iq3_xxs;
+pub(crate) mod iq3_xxs;
 mod k_low;
 pub(crate) mod k_quants;
 pub(crate) mod legacy;
