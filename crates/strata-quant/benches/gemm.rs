@@ -127,6 +127,9 @@ fn bench_expert(c: &mut Criterion) {
         GgmlType::IQ3_XXS,
         GgmlType::Q8_0,
         GgmlType::IQ4_NL,
+        GgmlType::Q5_K,
+        GgmlType::IQ4_XS,
+        GgmlType::Q4_1,
     ] {
         bench_expert_type(c, ty);
     }
