@@ -59,7 +59,9 @@ impl<X: Affine + Block, M: IntDot> Tile for AffineTile<X, M> {
     type A = BlockQ8_1;
     const STEP: usize = 1;
     const CHAINS: usize = 2;
-    const PREP_ONCE: bool = true;
+    /// One token runs through `few` (the token prepared once, not once per row); larger
+    /// jobs prepare per group of rows (up front cost more in Qwen2.5's prefill).
+    const ONE_TOKEN: bool = true;
     /// Quants, `[d, m, ..]`.
     type Dec = (__m256i, __m128);
     /// Quants, `[d, s, ..]`.
@@ -105,7 +107,9 @@ impl<X: AffineK + Block, M: IntDot> Tile for AffineKTile<X, M> {
     type A = BlockQ8_K;
     const STEP: usize = 1;
     const CHAINS: usize = 1;
-    const PREP_ONCE: bool = true;
+    /// One token runs through `few` (the token prepared once, not once per row); larger
+    /// jobs prepare per group of rows (up front cost more in Qwen2.5's prefill).
+    const ONE_TOKEN: bool = true;
     /// Quants of the 8 sub-blocks, their scales as i16 lanes, the mins as i16, `[d, dmin, ..]`.
     type Dec = ([__m256i; 8], [__m256i; 8], __m128i, __m128);
     /// Quants, pair sums of `bsums`, `d_y` in every lane.
@@ -172,7 +176,9 @@ impl<M: IntDot> Tile for Q6K<M> {
     type A = BlockQ8_K;
     const STEP: usize = 1;
     const CHAINS: usize = 1;
-    const PREP_ONCE: bool = true;
+    /// One token runs through `few` (the token prepared once, not once per row); larger
+    /// jobs prepare per group of rows (up front cost more in Qwen2.5's prefill).
+    const ONE_TOKEN: bool = true;
     /// Quants `q + 32` of each 32 elements, their scales as i16, the 16 scales as i16, `d`.
     type Dec = ([__m256i; 8], [__m256i; 8], __m256i, f32);
     /// Quants, `bsums`, `d_y`.
@@ -240,7 +246,9 @@ impl<M: IntDot> Tile for IQ4XS<M> {
     type A = BlockQ8_K;
     const STEP: usize = 1;
     const CHAINS: usize = 1;
-    const PREP_ONCE: bool = true;
+    /// One token runs through `few` (the token prepared once, not once per row); larger
+    /// jobs prepare per group of rows (up front cost more in Qwen2.5's prefill).
+    const ONE_TOKEN: bool = true;
     /// Table values `v` of the 8 sub-blocks, `|v|`, the sub-block scales as i16, `[d, ..]`.
     type Dec = ([__m256i; 8], [__m256i; 8], [i16; 8], __m128);
     /// Quants, `[d_y, ..]`.

@@ -93,7 +93,9 @@ impl<X: AffineTail> Tile for AffinePair<X> {
     type A = BlockQ8_1;
     const STEP: usize = 2;
     const CHAINS: usize = 2;
-    const PREP_ONCE: bool = true;
+    /// One token runs through `few` (the token prepared once, not once per row); larger
+    /// jobs prepare per group of rows (up front cost more in Qwen2.5's prefill).
+    const ONE_TOKEN: bool = true;
     /// Quants; `[d_a, d_b, m_a, m_b]`.
     type Dec = (__m512i, __m128);
     /// Quants; `[d_a, d_b, s_a, s_b]`.
@@ -142,7 +144,9 @@ impl<X: AffineK + crate::Block> Tile for AffineKTile<X> {
     type A = BlockQ8_K;
     const STEP: usize = 1;
     const CHAINS: usize = 1;
-    const PREP_ONCE: bool = true;
+    /// One token runs through `few` (the token prepared once, not once per row); larger
+    /// jobs prepare per group of rows (up front cost more in Qwen2.5's prefill).
+    const ONE_TOKEN: bool = true;
     /// Quants (k = 0 lo, hi, k = 1 lo, hi), their scales as i16, the mins as i16,
     /// `[d, dmin, ..]`.
     type Dec = ([__m512i; 4], [__m512i; 4], __m128i, __m128);
@@ -227,7 +231,9 @@ impl Tile for Q6K {
     type A = BlockQ8_K;
     const STEP: usize = 1;
     const CHAINS: usize = 1;
-    const PREP_ONCE: bool = true;
+    /// One token runs through `few` (the token prepared once, not once per row); larger
+    /// jobs prepare per group of rows (up front cost more in Qwen2.5's prefill).
+    const ONE_TOKEN: bool = true;
     /// Quants `q + 32` in activation order (64 each), their scales as i16 (4 sub-blocks each),
     /// the 16 scales as i16, `d`.
     type Dec = ([__m512i; 4], [__m512i; 4], __m256i, f32);
@@ -311,7 +317,9 @@ impl Tile for IQ4XS {
     type A = BlockQ8_K;
     const STEP: usize = 1;
     const CHAINS: usize = 1;
-    const PREP_ONCE: bool = true;
+    /// One token runs through `few` (the token prepared once, not once per row); larger
+    /// jobs prepare per group of rows (up front cost more in Qwen2.5's prefill).
+    const ONE_TOKEN: bool = true;
     /// Table values + 128 of sub-block pairs, their scales, `[d, ..]`.
     type Dec = ([__m512i; 4], [__m512i; 4], __m128);
     /// Quants, `-128 Σ y` per lane of each sub-block pair, `d_y` in lane 0.
