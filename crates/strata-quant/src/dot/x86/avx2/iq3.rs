@@ -21,22 +21,37 @@ use crate::q8_k::BlockQ8_K;
 /// AVX2, FMA, F16C and `M`'s instructions are available.
 #[inline(always)]
 pub(crate) unsafe fn iq3_xxs_partials<M: IntDot>(x: &BlockIQ3_XXS, y: &BlockQ8_K) -> __m256i {
-    let mut sums = [_mm256_setzero_si256(); 2];
-    for ib in 0..8 {
-        let q = &x.qs[8 * ib..8 * ib + 8];
-        let grid = if M::GATHER {
-            let index = _mm256_cvtepu8_epi32(_mm_loadl_epi64(q.as_ptr().cast()));
-            // SAFETY: every index is a byte, IQ3XXS_GRID has 256 entries.
-            _mm256_i32gather_epi32::<4>(IQ3XXS_GRID.as_ptr().cast(), index)
-        } else {
-            points32(std::array::from_fn(|k| IQ3XXS_GRID[q[k] as usize]))
-        };
-        let aux = u32_at(&x.qs, 64 + 4 * ib);
-        let yq = _mm256_sign_epi8(load32(y.qs.as_ptr().add(32 * ib)), even_signs(aux));
-        let ls = _mm256_set1_epi16(2 * (aux >> 28) as i16 + 1);
-        sums[ib % 2] = M::madd_i16(sums[ib % 2], _mm256_maddubs_epi16(grid, yq), ls);
+    // Even groups into one sum, odd into the other, two groups an iteration: indexing a pair
+    // of sums by `ib % 2` in a loop the compiler did not unroll kept them in memory (a store
+    // and a reload per group, the top samples of plain AVX2's IQ3_XXS decode).
+    let (mut even, mut odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+    for pair in 0..4 {
+        even = iq3_xxs_group::<M>(x, y, 2 * pair, even);
+        odd = iq3_xxs_group::<M>(x, y, 2 * pair + 1, odd);
     }
-    _mm256_add_epi32(sums[0], sums[1])
+    _mm256_add_epi32(even, odd)
+}
+
+/// Group `ib` (32 weights) of an IQ3_XXS block added to `sum`.
+#[inline(always)]
+unsafe fn iq3_xxs_group<M: IntDot>(
+    x: &BlockIQ3_XXS,
+    y: &BlockQ8_K,
+    ib: usize,
+    sum: __m256i,
+) -> __m256i {
+    let q = &x.qs[8 * ib..8 * ib + 8];
+    let grid = if M::GATHER {
+        let index = _mm256_cvtepu8_epi32(_mm_loadl_epi64(q.as_ptr().cast()));
+        // SAFETY: every index is a byte, IQ3XXS_GRID has 256 entries.
+        _mm256_i32gather_epi32::<4>(IQ3XXS_GRID.as_ptr().cast(), index)
+    } else {
+        points32(std::array::from_fn(|k| IQ3XXS_GRID[q[k] as usize]))
+    };
+    let aux = u32_at(&x.qs, 64 + 4 * ib);
+    let yq = _mm256_sign_epi8(load32(y.qs.as_ptr().add(32 * ib)), even_signs(aux));
+    let ls = _mm256_set1_epi16(2 * (aux >> 28) as i16 + 1);
+    M::madd_i16(sum, _mm256_maddubs_epi16(grid, yq), ls)
 }
 
 /// `vec_dot` with one f32 sum per lane (the AVX2 path's order).
