@@ -47,8 +47,9 @@ use crate::q8_k::BlockQ8_K;
 pub(super) const TOKEN_LANES_MIN: usize = 6;
 
 /// Tokens below which a job runs through the VBMI tile (`iq3_xxs_vbmi.rs`) where the CPU has
-/// it: criterion on Zen 4, one core, G products/s, VBMI tile against tokens in lanes: 8
-/// tokens 51 against 38, 10 tokens 54 against 46, 16 tokens 59 against 65.
+/// it: criterion on Zen 4, one core, G products/s, VBMI tile against tokens in lanes, two
+/// rounds: 8 tokens 52–54 against 36–38, 10 tokens 54 against 44–45, 16 tokens 58–59
+/// against 72.
 pub(super) const VBMI_TOKENS_END: usize = 12;
 
 /// The constant IQ3_XXS's sum ends multiplied by (its scale formula's 1/4).
