@@ -26,10 +26,8 @@
 //! About 60 instructions a block where the AVX2 kernel takes ~170.
 
 use std::arch::x86_64::*;
-use std::mem::size_of;
 
-use super::super::avx2::legacy::{add4_in_order, block_sums4, block_term, halves4, terms4};
-use super::super::f16;
+use super::super::avx2::iq3::{in_block_order, Iq3XxsSums};
 use crate::iq3::BlockIQ3_XXS;
 use crate::iq_tables::{IQ3XXS_GRID, KSIGNS_IQ2XS};
 use crate::q8_k::BlockQ8_K;
@@ -192,37 +190,18 @@ unsafe fn fold(v: __m512i) -> __m256i {
     _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v))
 }
 
+impl Iq3XxsSums for Consts {
+    #[inline(always)]
+    unsafe fn sums(&self, x: &BlockIQ3_XXS, y: &BlockQ8_K) -> __m256i {
+        fold(block_lanes(self, x, y))
+    }
+}
+
 /// `vec_dot` in block order (module docs).
 ///
 /// # Safety
 /// AVX-512 F, BW, VL, VNNI and VBMI, AVX2, FMA and F16C are available.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
 pub(super) unsafe fn vec_dot(x: &[BlockIQ3_XXS], y: &[BlockQ8_K]) -> f32 {
-    assert_eq!(x.len(), y.len(), "vec_dot block counts");
-    let c = consts();
-    let mut sum = 0.0f32;
-    // Four blocks a step: their sums reduced together, their terms added in order.
-    let whole = x.len() / 4 * 4;
-    for b in (0..whole).step_by(4) {
-        let v = [
-            fold(block_lanes(&c, &x[b], &y[b])),
-            fold(block_lanes(&c, &x[b + 1], &y[b + 1])),
-            fold(block_lanes(&c, &x[b + 2], &y[b + 2])),
-            fold(block_lanes(&c, &x[b + 3], &y[b + 3])),
-        ];
-        // The blocks' f16 `d` (their first field) through F16C.
-        let dx = halves4(x[b..].as_ptr().cast(), size_of::<BlockIQ3_XXS>());
-        let dy = _mm_setr_ps(
-            y[b].scale(),
-            y[b + 1].scale(),
-            y[b + 2].scale(),
-            y[b + 3].scale(),
-        );
-        sum = add4_in_order(sum, terms4(block_sums4(v), dx, dy));
-    }
-    for (x, y) in x[whole..].iter().zip(&y[whole..]) {
-        let block = _mm512_reduce_add_epi32(block_lanes(&c, x, y));
-        sum = block_term(sum, block, f16(x.d), y.scale());
-    }
-    0.25 * sum
+    in_block_order(&consts(), x, y)
 }
