@@ -21,7 +21,7 @@
 use std::arch::x86_64::*;
 
 use super::super::tile::{run, Job, Tile};
-use crate::dot::x86::f16;
+use crate::dot::x86::avx2::legacy::block_d;
 use crate::iq3::BlockIQ3_XXS;
 use crate::q8_k::BlockQ8_K;
 
@@ -137,7 +137,8 @@ impl Tile for Vbmi {
         let s = _mm512_srli_epi64::<28>(words);
         let s = _mm512_or_si512(s, _mm512_slli_epi64::<32>(s));
         let mult = _mm512_or_si512(_mm512_slli_epi32::<1>(s), _mm512_set1_epi32(1));
-        (bytes, masks, mult, f16(x.d))
+        // `d` through F16C (the software conversion is slower on this path's hot loop).
+        (bytes, masks, mult, block_d(x))
     }
     #[inline(always)]
     unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
