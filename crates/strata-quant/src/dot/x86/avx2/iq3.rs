@@ -68,24 +68,6 @@ pub(crate) unsafe fn iq3_xxs<M: IntDot>(x: &[BlockIQ3_XXS], y: &[BlockQ8_K]) -> 
     0.25 * hsum_ps(acc)
 }
 
-/// A kernel's exact i32 partial sums of one IQ3_XXS block: 8 lanes that add up to the scalar
-/// reference's block sum (`Σ_g (2 s_g + 1) Σ w y`).
-pub(crate) trait Iq3XxsSums {
-    /// # Safety
-    /// The kernel's CPU features are available.
-    unsafe fn sums(&self, x: &BlockIQ3_XXS, y: &BlockQ8_K) -> __m256i;
-}
-
-/// The per-group AVX2 kernel's partials ([`iq3_xxs_partials`]).
-pub(crate) struct Partials<M>(std::marker::PhantomData<M>);
-
-impl<M: IntDot> Iq3XxsSums for Partials<M> {
-    #[inline(always)]
-    unsafe fn sums(&self, x: &BlockIQ3_XXS, y: &BlockQ8_K) -> __m256i {
-        iq3_xxs_partials::<M>(x, y)
-    }
-}
-
 /// `vec_dot` in block order, the scalar reference's (`dot/iq.rs`): each block's exact i32 sum,
 /// converted, times `d_x · d_y`, added to one f32 sum, block after block; then times 1/4. Equal
 /// to the scalar reference bit for bit, and the order in which a register of 16 tokens can
@@ -95,30 +77,16 @@ impl<M: IntDot> Iq3XxsSums for Partials<M> {
 /// AVX2, FMA, F16C and `M`'s instructions are available.
 #[inline(always)]
 pub(crate) unsafe fn iq3_xxs_block_order<M: IntDot>(x: &[BlockIQ3_XXS], y: &[BlockQ8_K]) -> f32 {
-    in_block_order(&Partials::<M>(std::marker::PhantomData), x, y)
-}
-
-/// [`iq3_xxs_block_order`] over any kernel's block sums (the VBMI one:
-/// `dot/x86/avx512/iq3_xxs.rs`): four blocks a step, their sums reduced together, their terms
-/// added in order.
-///
-/// # Safety
-/// AVX2, FMA, F16C and `S`'s features are available.
-#[inline(always)]
-pub(crate) unsafe fn in_block_order<S: Iq3XxsSums>(
-    s: &S,
-    x: &[BlockIQ3_XXS],
-    y: &[BlockQ8_K],
-) -> f32 {
     assert_eq!(x.len(), y.len(), "vec_dot block counts");
     let mut sum = 0.0f32;
+    // Four blocks a step: their sums reduced together, their terms added in order.
     let whole = x.len() / 4 * 4;
     for b in (0..whole).step_by(4) {
         let v = [
-            s.sums(&x[b], &y[b]),
-            s.sums(&x[b + 1], &y[b + 1]),
-            s.sums(&x[b + 2], &y[b + 2]),
-            s.sums(&x[b + 3], &y[b + 3]),
+            iq3_xxs_partials::<M>(&x[b], &y[b]),
+            iq3_xxs_partials::<M>(&x[b + 1], &y[b + 1]),
+            iq3_xxs_partials::<M>(&x[b + 2], &y[b + 2]),
+            iq3_xxs_partials::<M>(&x[b + 3], &y[b + 3]),
         ];
         // The blocks' f16 `d` (their first field) through F16C.
         let dx = halves4(x[b..].as_ptr().cast(), size_of::<BlockIQ3_XXS>());
@@ -131,7 +99,7 @@ pub(crate) unsafe fn in_block_order<S: Iq3XxsSums>(
         sum = add4_in_order(sum, terms4(block_sums4(v), dx, dy));
     }
     for (x, y) in x[whole..].iter().zip(&y[whole..]) {
-        let block = hsum_epi32(s.sums(x, y));
+        let block = hsum_epi32(iq3_xxs_partials::<M>(x, y));
         sum = block_term(sum, block, f16(x.d), y.scale());
     }
     0.25 * sum
