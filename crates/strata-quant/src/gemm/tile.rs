@@ -9,7 +9,7 @@
 
 use std::array;
 use std::cell::RefCell;
-use std::mem::{align_of, size_of, size_of_val};
+use std::mem::{align_of, size_of, size_of_val, MaybeUninit};
 use std::thread::LocalKey;
 
 use crate::block::{cast_blocks, Block};
@@ -56,6 +56,24 @@ pub(crate) trait Tile {
     /// # Safety
     /// As for [`Tile::zero`].
     unsafe fn step(acc: Self::Acc, w: &Self::Dec, a: &Self::Prep) -> Self::Acc;
+    /// [`Tile::step`] of every (row, token) pair of an `R × T` tile: `acc[i][j]` takes row
+    /// `w[i]` and token `a[j]`. A kernel whose decoded and prepared steps outgrow the register
+    /// file interleaves the pairs' instructions here instead (same operations per pair).
+    ///
+    /// # Safety
+    /// As for [`Tile::zero`].
+    #[inline(always)]
+    unsafe fn step_tile<const R: usize, const T: usize>(
+        acc: &mut [[Self::Acc; T]; R],
+        w: [&Self::Dec; R],
+        a: [&Self::Prep; T],
+    ) {
+        for i in 0..R {
+            for j in 0..T {
+                acc[i][j] = Self::step(acc[i][j], w[i], a[j]);
+            }
+        }
+    }
     /// The kernel's result from its chains (the second is zero when `CHAINS == 1`) and the
     /// blocks after the last whole step.
     ///
@@ -293,32 +311,31 @@ unsafe fn tile<K: Tile, const R: usize, const T: usize>(
         while s < n_steps {
             // `at + STEP <= nb`: every pointer below stays inside its row or token slice.
             let at = s * K::STEP;
-            // No closures here: a closure would not inherit the caller's target features.
-            let prep: [K::Prep; T] = match preps {
-                Some(p) => {
-                    let mut prep = [*p.add(t0 * n_steps + s); T];
-                    for (j, prep) in prep.iter_mut().enumerate().skip(1) {
-                        *prep = *p.add((t0 + j) * n_steps + s);
-                    }
-                    prep
-                }
+            // The prepared steps and the decoded rows are read where they lie when they were
+            // made up front (no copies: a copy of a large step would spill through the stack
+            // on every step); made here, they live in `made` / `decoded`. No closures that run
+            // kernels here: a closure would not inherit the caller's target features.
+            let mut made = [MaybeUninit::<K::Prep>::uninit(); T];
+            let prep: [&K::Prep; T] = match preps {
+                Some(p) => array::from_fn(|j| &*p.add((t0 + j) * n_steps + s)),
                 None => {
-                    let mut prep = [K::prep(toks[0].as_ptr().add(at)); T];
-                    for j in 1..T {
-                        prep[j] = K::prep(toks[j].as_ptr().add(at));
+                    for (j, made) in made.iter_mut().enumerate() {
+                        made.write(K::prep(toks[j].as_ptr().add(at)));
                     }
-                    prep
+                    array::from_fn(|j| made[j].assume_init_ref())
                 }
             };
-            for i in 0..R {
-                let dec = match dec {
-                    Some(d) => *d.add(s * R + i),
-                    None => K::decode(rows[i].as_ptr().add(at)),
-                };
-                for j in 0..T {
-                    acc[i][j] = K::step(acc[i][j], &dec, &prep[j]);
+            let mut decoded = [MaybeUninit::<K::Dec>::uninit(); R];
+            let dec: [&K::Dec; R] = match dec {
+                Some(d) => array::from_fn(|i| &*d.add(s * R + i)),
+                None => {
+                    for (i, decoded) in decoded.iter_mut().enumerate() {
+                        decoded.write(K::decode(rows[i].as_ptr().add(at)));
+                    }
+                    array::from_fn(|i| decoded[i].assume_init_ref())
                 }
-            }
+            };
+            K::step_tile(&mut acc, dec, prep);
             s += K::CHAINS;
         }
         *chain = acc;

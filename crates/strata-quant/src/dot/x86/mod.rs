@@ -34,6 +34,25 @@ pub(crate) trait IntDot {
         }
         acc
     }
+    /// [`IntDot::sum8_u8i8`] of every (row, token) pair of an `R × T` tile, the pairs'
+    /// instructions interleaved register by register: each step loads one register of every
+    /// row and every token, where pair-by-pair sums would keep a row's or a token's eight
+    /// registers live at once (more than AVX2's sixteen, so they spill). Same lanes.
+    #[inline(always)]
+    unsafe fn sum8_u8i8_tile<const R: usize, const T: usize>(
+        a: [&[__m256i; 8]; R],
+        b: [&[__m256i; 8]; T],
+    ) -> [[__m256i; T]; R] {
+        let mut acc = [[_mm256_setzero_si256(); T]; R];
+        for r in 0..8 {
+            for i in 0..R {
+                for j in 0..T {
+                    acc[i][j] = Self::dot_u8i8(acc[i][j], a[i][r], b[j][r]);
+                }
+            }
+        }
+        acc
+    }
     /// Whether the lattice kernels fetch 4-byte grid points with `vpgatherdd` rather than
     /// scalar loads. Only the AVX-512 path does: built with AVX-512, LLVM turns the scalar loads
     /// into slower split gathers itself, while on AVX2-only CPUs (Intel parts with the GDS
@@ -75,6 +94,34 @@ impl IntDot for Madd {
             pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(a[r], b[r]));
         }
         _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))
+    }
+    /// As [`Madd::sum8_u8i8`], register by register over the tile.
+    #[inline(always)]
+    unsafe fn sum8_u8i8_tile<const R: usize, const T: usize>(
+        a: [&[__m256i; 8]; R],
+        b: [&[__m256i; 8]; T],
+    ) -> [[__m256i; T]; R] {
+        let mut pairs = [[_mm256_setzero_si256(); T]; R];
+        for i in 0..R {
+            for j in 0..T {
+                pairs[i][j] = _mm256_maddubs_epi16(a[i][0], b[j][0]);
+            }
+        }
+        for r in 1..8 {
+            for i in 0..R {
+                for j in 0..T {
+                    let p = _mm256_maddubs_epi16(a[i][r], b[j][r]);
+                    pairs[i][j] = _mm256_add_epi16(pairs[i][j], p);
+                }
+            }
+        }
+        // No closures (`map`): they would not inherit the caller's target features.
+        for row in pairs.iter_mut() {
+            for p in row.iter_mut() {
+                *p = _mm256_madd_epi16(*p, _mm256_set1_epi16(1));
+            }
+        }
+        pairs
     }
 }
 

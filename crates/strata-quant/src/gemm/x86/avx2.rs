@@ -531,6 +531,14 @@ impl<M: IntDot> Tile for Q4K<M> {
         q4_k::step::<M>(acc, w, a)
     }
     #[inline(always)]
+    unsafe fn step_tile<const R: usize, const T: usize>(
+        acc: &mut [[__m256; T]; R],
+        w: [&Self::Dec; R],
+        a: [&Self::Prep; T],
+    ) {
+        q4_k::step_tile::<M, R, T>(acc, w, a)
+    }
+    #[inline(always)]
     unsafe fn finish(acc: [Self::Acc; 2], _: &[BlockQ4_K], _: &[BlockQ8_K]) -> f32 {
         q4_k::finish(acc[0])
     }

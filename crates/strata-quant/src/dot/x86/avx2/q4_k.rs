@@ -129,6 +129,27 @@ pub(crate) unsafe fn step<M: IntDot>(acc: __m256, w: &Dec, a: &Prep) -> __m256 {
     _mm256_fnmadd_ps(w.2, a.2, acc)
 }
 
+/// [`step`] of every (row, token) pair of an `R × T` tile, the integer sums interleaved
+/// ([`IntDot::sum8_u8i8_tile`]); each pair's float operations as in [`step`], so the same bits.
+///
+/// # Safety
+/// As for [`step`].
+#[inline(always)]
+pub(crate) unsafe fn step_tile<M: IntDot, const R: usize, const T: usize>(
+    acc: &mut [[__m256; T]; R],
+    w: [&Dec; R],
+    a: [&Prep; T],
+) {
+    let sums = M::sum8_u8i8_tile(w.map(|w| &w.0), a.map(|a| &a.0));
+    for i in 0..R {
+        for j in 0..T {
+            let scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(sums[i][j]), w[i].1);
+            let fma = _mm256_fmadd_ps(scaled, a[j].1, acc[i][j]);
+            acc[i][j] = _mm256_fnmadd_ps(w[i].2, a[j].2, fma);
+        }
+    }
+}
+
 /// The dot product from the accumulator.
 ///
 /// # Safety
