@@ -44,9 +44,9 @@ pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
         T::Q5_K => run::<AffineKTile<BlockQ5_K, M>, 4, 4>(job),
         T::Q6_K => run::<Q6K<M>, 4, 4>(job),
         T::IQ4_XS => run::<IQ4XS<M>, 4, 4>(job),
-        T::IQ3_XXS => run::<Lattice<BlockIQ3_XXS, M>, 2, 4>(job),
-        T::IQ3_S => run::<Lattice<BlockIQ3_S, M>, 2, 4>(job),
-        T::IQ2_S => run::<Lattice<BlockIQ2_S, M>, 2, 4>(job),
+        T::IQ3_XXS => run::<Lattice<BlockIQ3_XXS, M>, 1, 4>(job),
+        T::IQ3_S => run::<Lattice<BlockIQ3_S, M>, 1, 4>(job),
+        T::IQ2_S => run::<Lattice<BlockIQ2_S, M>, 1, 4>(job),
         _ => false,
     }
 }
@@ -459,6 +459,35 @@ pub(super) unsafe fn lattice_sums<M: IntDot>(
     _mm256_sub_epi32(_mm256_add_epi32(sums[0], sums[1]), *c)
 }
 
+/// [`lattice_sums`] of every (row, token) pair of an `R × T` tile, group by group: one group's
+/// registers of every row and token live at a time (a whole decoded row is 18 registers, more
+/// than AVX2 has). Exact integers, so the same lanes.
+///
+/// # Safety
+/// As for [`lattice_sums`].
+#[inline(always)]
+unsafe fn lattice_sums_tile<M: IntDot, const R: usize, const T: usize>(
+    w: [&(OffsetLattice, __m128); R],
+    a: [&OffsetQ8k; T],
+) -> [[__m256i; T]; R] {
+    let mut sums = [[_mm256_setzero_si256(); T]; R];
+    for g in 0..8 {
+        for i in 0..R {
+            let (wq, ls, _) = &w[i].0;
+            for j in 0..T {
+                let pairs = _mm256_maddubs_epi16(a[j].0[g], wq[g]);
+                sums[i][j] = M::madd_i16(sums[i][j], pairs, ls[g]);
+            }
+        }
+    }
+    for i in 0..R {
+        for sum in sums[i].iter_mut() {
+            *sum = _mm256_sub_epi32(*sum, w[i].0 .2);
+        }
+    }
+    sums
+}
+
 /// IQ2_S, IQ3_XXS and IQ3_S against Q8_K: one block per step, one chain; the grid gather,
 /// signs and scales decoded once per row ([`OffsetLattice`]), each token's activations
 /// offset once per product, a (row, token) pair costing a `vpmaddubsw` and one i16
@@ -494,6 +523,19 @@ impl<X: SignedLattice, M: IntDot> Tile for Lattice<X, M> {
     #[inline(always)]
     unsafe fn step(acc: __m256, w: &Self::Dec, a: &Self::Prep) -> __m256 {
         add_scaled(acc, w.1, a.1, lattice_sums::<M>(w, a))
+    }
+    #[inline(always)]
+    unsafe fn step_tile<const R: usize, const T: usize>(
+        acc: &mut [[__m256; T]; R],
+        w: [&Self::Dec; R],
+        a: [&Self::Prep; T],
+    ) {
+        let sums = lattice_sums_tile::<M, R, T>(w, a);
+        for i in 0..R {
+            for j in 0..T {
+                acc[i][j] = add_scaled(acc[i][j], w[i].1, a[j].1, sums[i][j]);
+            }
+        }
     }
     #[inline(always)]
     unsafe fn finish(acc: [__m256; 2], _: &[X], _: &[BlockQ8_K]) -> f32 {

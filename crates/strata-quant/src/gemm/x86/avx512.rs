@@ -417,6 +417,14 @@ impl Tile for Q4K {
         q4_k::step(acc, w, a)
     }
     #[inline(always)]
+    unsafe fn step_tile<const R: usize, const T: usize>(
+        acc: &mut [[__m512; T]; R],
+        w: [&Self::Dec; R],
+        a: [&Self::Prep; T],
+    ) {
+        q4_k::step_tile::<R, T>(acc, w, a)
+    }
+    #[inline(always)]
     unsafe fn finish(acc: [Self::Acc; 2], _: &[BlockQ4_K], _: &[BlockQ8_K]) -> f32 {
         q4_k::finish(acc[0])
     }

@@ -147,6 +147,36 @@ pub(crate) unsafe fn step(acc: __m512, w: &Dec, a: &Prep) -> __m512 {
     _mm512_fnmadd_ps(w.2, a.2, acc)
 }
 
+/// [`step`] of every (row, token) pair of an `R × T` tile, the `vpdpbusd` chains interleaved
+/// register by register (one register of every row and every token live at a time, where
+/// pair-by-pair steps would keep whole rows and tokens live and spill); each pair's integer
+/// chain and float operations as in [`step`], so the same bits.
+///
+/// # Safety
+/// As for [`decode`].
+#[inline(always)]
+pub(crate) unsafe fn step_tile<const R: usize, const T: usize>(
+    acc: &mut [[__m512; T]; R],
+    w: [&Dec; R],
+    a: [&Prep; T],
+) {
+    let mut sums = [[_mm512_setzero_si512(); T]; R];
+    for r in 0..4 {
+        for i in 0..R {
+            for j in 0..T {
+                sums[i][j] = _mm512_dpbusd_epi32(sums[i][j], w[i].0[r], a[j].0[r]);
+            }
+        }
+    }
+    for i in 0..R {
+        for j in 0..T {
+            let scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(sums[i][j]), w[i].1);
+            let fma = _mm512_fmadd_ps(scaled, a[j].1, acc[i][j]);
+            acc[i][j] = _mm512_fnmadd_ps(w[i].2, a[j].2, fma);
+        }
+    }
+}
+
 /// The dot product from the accumulator.
 ///
 /// # Safety
