@@ -143,12 +143,16 @@ fn bench_expert_type(c: &mut Criterion, ty: GgmlType) {
         let acts = rows(vec_dot_type(ty).unwrap(), n_tok, n, 2);
         let mut out = vec![0.0f32; n_rows * n_tok];
         group.throughput(Throughput::Elements((n_rows * n_tok * n) as u64));
-        group.bench_function(
-            BenchmarkId::new(format!("gemm/{}", Isa::best()), n_tok),
-            |b| {
+        // The best path, and plain AVX2 (most client CPUs' path) where that is another.
+        let mut isas = vec![Isa::best()];
+        if Isa::best() != Isa::Avx2 && Isa::Avx2.is_available() {
+            isas.push(Isa::Avx2);
+        }
+        for isa in isas {
+            group.bench_function(BenchmarkId::new(format!("gemm/{isa}"), n_tok), |b| {
                 b.iter(|| {
                     gemm_on(
-                        Isa::best(),
+                        isa,
                         ty,
                         black_box(&w),
                         n_rows,
@@ -159,8 +163,8 @@ fn bench_expert_type(c: &mut Criterion, ty: GgmlType) {
                     )
                     .unwrap()
                 })
-            },
-        );
+            });
+        }
         // The AVX-VNNI kernels through their AVX-512 encodings, on a CPU without AVX-VNNI.
         if let Some(twin) = AvxVnniTwin::new().filter(|_| !Isa::AvxVnni.is_available()) {
             group.bench_function(BenchmarkId::new(AvxVnniTwin::NAME, n_tok), |b| {
