@@ -512,15 +512,9 @@ unsafe fn few_row<K: Tile, const T: usize>(
                 }
             };
             let preps: [&K::Prep; T] = array::from_fn(|j| &*prep.add((t0 + j) * n_steps + s));
-            if T == 1 {
-                // One token: the kernel's own step (a tile's interleaving has nothing to
-                // interleave, and the AVX2 Q4_K one-token loop ran 25 % slower through it).
-                acc[0] = K::step(acc[0], dec, preps[0]);
-            } else {
-                let mut tile = [acc];
-                K::step_tile::<1, T>(&mut tile, [dec], preps);
-                [acc] = tile;
-            }
+            let mut tile = [acc];
+            K::step_tile::<1, T>(&mut tile, [dec], preps);
+            [acc] = tile;
             s += K::CHAINS;
         }
         *chain = acc;

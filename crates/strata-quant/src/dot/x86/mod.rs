@@ -23,21 +23,13 @@ pub(crate) trait IntDot {
     unsafe fn dot_u8i8(acc: __m256i, a: __m256i, b: __m256i) -> __m256i;
     /// `acc[i] + a[2i] · b[2i] + a[2i+1] · b[2i+1]` over i16 lanes.
     unsafe fn madd_i16(acc: __m256i, a: __m256i, b: __m256i) -> __m256i;
-    /// `Σ_r Σ_{k<4} a[r][4i+k] · b[r][4i+k]` in i32 lane `i`: eight registers of products
-    /// summed per lane. Exact when `a <= 15` (the bytes of 4-bit quants): then the 16-bit
-    /// partial sums of AVX2's version stay within ±30720.
-    #[inline(always)]
-    unsafe fn sum8_u8i8(a: &[__m256i; 8], b: &[__m256i; 8]) -> __m256i {
-        let mut acc = _mm256_setzero_si256();
-        for (a, b) in a.iter().zip(b) {
-            acc = Self::dot_u8i8(acc, *a, *b);
-        }
-        acc
-    }
-    /// [`IntDot::sum8_u8i8`] of every (row, token) pair of an `R × T` tile, the pairs'
-    /// instructions interleaved register by register: each step loads one register of every
-    /// row and every token, where pair-by-pair sums would keep a row's or a token's eight
-    /// registers live at once (more than AVX2's sixteen, so they spill). Same lanes.
+    /// For every (row `i`, token `j`) pair of an `R × T` tile, `Σ_r Σ_{k<4} a[i][r][4l+k] ·
+    /// b[j][r][4l+k]` in i32 lane `l`: eight registers of products summed per lane. Exact when
+    /// `a <= 15` (the bytes of 4-bit quants): then the 16-bit partial sums of AVX2's version
+    /// stay within ±30720. The pairs' instructions are interleaved register by register: one
+    /// register of every row and every token live at a time, where pair-by-pair sums would
+    /// keep a row's or a token's eight registers live at once (more than AVX2's sixteen, so
+    /// they spill). `R = T = 1` is one pair's sum.
     #[inline(always)]
     unsafe fn sum8_u8i8_tile<const R: usize, const T: usize>(
         a: [&[__m256i; 8]; R],
@@ -85,17 +77,8 @@ impl IntDot for Madd {
     unsafe fn madd_i16(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
         _mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
     }
-    /// The pair sums of all eight registers added in i16 (|sum| ≤ 8 · 2 · 15 · 128), then one
-    /// `vpmaddwd`: 16 instructions instead of 24.
-    #[inline(always)]
-    unsafe fn sum8_u8i8(a: &[__m256i; 8], b: &[__m256i; 8]) -> __m256i {
-        let mut pairs = _mm256_maddubs_epi16(a[0], b[0]);
-        for r in 1..8 {
-            pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(a[r], b[r]));
-        }
-        _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))
-    }
-    /// As [`Madd::sum8_u8i8`], register by register over the tile.
+    /// Each pair's sums of all eight registers added in i16 (|sum| ≤ 8 · 2 · 15 · 128), then
+    /// one `vpmaddwd`: 16 instructions a pair instead of 24.
     #[inline(always)]
     unsafe fn sum8_u8i8_tile<const R: usize, const T: usize>(
         a: [&[__m256i; 8]; R],

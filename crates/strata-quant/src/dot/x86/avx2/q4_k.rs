@@ -4,7 +4,7 @@
 //! A Q4_K block has 8 sub-blocks of 32 elements, each with its own 6-bit scale and min. Both
 //! sides are first transposed as 8 × 8 matrices of 4-byte pieces ([`decode`] for the weights,
 //! [`prep`] for the activations): register `r` holds piece `r` of every sub-block, sub-block
-//! `s` in i32 lane `s`. The eight registers' products summed per lane ([`IntDot::sum8_u8i8`])
+//! `s` in i32 lane `s`. The eight registers' products summed per lane ([`IntDot::sum8_u8i8_tile`])
 //! are then the exact sub-block dot products, and one step per block is
 //!
 //! ```text
@@ -123,14 +123,14 @@ pub(crate) unsafe fn prep(y: &BlockQ8_K) -> Prep {
 /// As for [`decode`], and `M`'s instructions are available.
 #[inline(always)]
 pub(crate) unsafe fn step<M: IntDot>(acc: __m256, w: &Dec, a: &Prep) -> __m256 {
-    let sum = M::sum8_u8i8(&w.0, &a.0);
-    let scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(sum), w.1);
-    let acc = _mm256_fmadd_ps(scaled, a.1, acc);
-    _mm256_fnmadd_ps(w.2, a.2, acc)
+    let mut tile = [[acc]];
+    step_tile::<M, 1, 1>(&mut tile, [w], [a]);
+    tile[0][0]
 }
 
 /// [`step`] of every (row, token) pair of an `R × T` tile, the integer sums interleaved
-/// ([`IntDot::sum8_u8i8_tile`]); each pair's float operations as in [`step`], so the same bits.
+/// ([`IntDot::sum8_u8i8_tile`]) and then each pair's float part: the same bits as one pair at
+/// a time.
 ///
 /// # Safety
 /// As for [`step`].

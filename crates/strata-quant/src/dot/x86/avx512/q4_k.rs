@@ -138,19 +138,15 @@ pub(crate) unsafe fn prep(y: &BlockQ8_K) -> Prep {
 /// As for [`decode`].
 #[inline(always)]
 pub(crate) unsafe fn step(acc: __m512, w: &Dec, a: &Prep) -> __m512 {
-    let mut sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.0[0], a.0[0]);
-    for i in 1..4 {
-        sum = _mm512_dpbusd_epi32(sum, w.0[i], a.0[i]);
-    }
-    let scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), w.1);
-    let acc = _mm512_fmadd_ps(scaled, a.1, acc);
-    _mm512_fnmadd_ps(w.2, a.2, acc)
+    let mut tile = [[acc]];
+    step_tile::<1, 1>(&mut tile, [w], [a]);
+    tile[0][0]
 }
 
 /// [`step`] of every (row, token) pair of an `R × T` tile, the `vpdpbusd` chains interleaved
 /// register by register (one register of every row and every token live at a time, where
-/// pair-by-pair steps would keep whole rows and tokens live and spill); each pair's integer
-/// chain and float operations as in [`step`], so the same bits.
+/// pair-by-pair steps would keep whole rows and tokens live and spill), then each pair's
+/// float part: the same bits as one pair at a time.
 ///
 /// # Safety
 /// As for [`decode`].
