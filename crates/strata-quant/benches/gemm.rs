@@ -198,19 +198,26 @@ fn bench_expert_dram(c: &mut Criterion) {
             .take(one.len() * n_experts)
             .collect();
         let mut group = c.benchmark_group(format!("expert_dram/{ty}/{n_rows}x{n}"));
-        for n_tok in [4, 8, 10, 16] {
+        for n_tok in [4, 8, 10, 16, 32] {
             let acts = rows(vec_dot_type(ty).unwrap(), n_tok, n, 2);
             let mut out = vec![0.0f32; n_rows * n_tok];
             group.throughput(Throughput::Elements((n_rows * n_tok * n) as u64));
-            let mut e = 0;
-            let id = BenchmarkId::new(format!("gemm/{}", Isa::best()), n_tok);
-            group.bench_function(id, |b| {
-                b.iter(|| {
-                    e = (e + 1) % n_experts;
-                    let w = black_box(&all[e * one.len()..(e + 1) * one.len()]);
-                    gemm_on(Isa::best(), ty, w, n_rows, &acts, n_tok, &mut out, n_rows).unwrap()
-                })
-            });
+            // The best path, and plain AVX2 where that is another (as `expert`).
+            let mut isas = vec![Isa::best()];
+            if Isa::best() != Isa::Avx2 && Isa::Avx2.is_available() {
+                isas.push(Isa::Avx2);
+            }
+            for isa in isas {
+                let mut e = 0;
+                let id = BenchmarkId::new(format!("gemm/{isa}"), n_tok);
+                group.bench_function(id, |b| {
+                    b.iter(|| {
+                        e = (e + 1) % n_experts;
+                        let w = black_box(&all[e * one.len()..(e + 1) * one.len()]);
+                        gemm_on(isa, ty, w, n_rows, &acts, n_tok, &mut out, n_rows).unwrap()
+                    })
+                });
+            }
         }
         group.finish();
     }

@@ -135,7 +135,7 @@ fn check(
 }
 
 /// (rows, tokens, blocks per row, output stride): odd and tile-sized shapes.
-const SHAPES: [(usize, usize, usize, usize); 16] = [
+const SHAPES: [(usize, usize, usize, usize); 17] = [
     (1, 1, 1, 1),
     // Decode (one token): the prefetching row loop, prefetches running past the last row.
     (37, 1, 16, 37),
@@ -158,6 +158,9 @@ const SHAPES: [(usize, usize, usize, usize); 16] = [
     (19, 16, 3, 19),
     (9, 17, 5, 11),
     (35, 40, 2, 37),
+    // Tokens in lanes with a few tokens after the last whole group (16 + 5, 2 × 8 + 5), which
+    // take the few-token path.
+    (6, 21, 2, 7),
 ];
 
 #[test]

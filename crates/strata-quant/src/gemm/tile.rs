@@ -122,6 +122,39 @@ pub(crate) struct Job<'a> {
     pub out_stride: usize,
 }
 
+impl<'a> Job<'a> {
+    /// The job's first `n` tokens and its other tokens as two jobs (same rows).
+    ///
+    /// # Panics
+    /// Unless `0 < n < n_tok`.
+    pub(crate) fn split_tokens(self, n: usize) -> (Job<'a>, Job<'a>) {
+        assert!(0 < n && n < self.n_tok, "a split inside the job's tokens");
+        let act_bytes = self.acts.len() / self.n_tok;
+        let (acts0, acts1) = self.acts.split_at(n * act_bytes);
+        // Token `t` writes `out[t·stride ..][.. n_rows]`, `n_rows <= stride`.
+        let (out0, out1) = self.out.split_at_mut(n * self.out_stride);
+        let (w, n_rows, out_stride) = (self.w, self.n_rows, self.out_stride);
+        (
+            Job {
+                w,
+                n_rows,
+                acts: acts0,
+                n_tok: n,
+                out: out0,
+                out_stride,
+            },
+            Job {
+                w,
+                n_rows,
+                acts: acts1,
+                n_tok: self.n_tok - n,
+                out: out1,
+                out_stride,
+            },
+        )
+    }
+}
+
 /// Bytes of decoded weights a group of rows may cache (per thread): beyond this the rows are
 /// decoded again for every group of tokens, as the decoded form would not stay in L1/L2.
 const DEC_CACHE_BYTES: usize = 64 << 10;

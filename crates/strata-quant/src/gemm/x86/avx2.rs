@@ -5,6 +5,7 @@
 
 use std::arch::x86_64::*;
 use std::marker::PhantomData;
+use std::mem::MaybeUninit;
 
 use super::super::tile::{run, Job, Tile};
 use super::block_order_avx2;
@@ -309,21 +310,54 @@ pub(super) trait SignedLattice: Block {
     unsafe fn groups<M: IntDot>(&self) -> [[__m256i; 8]; 3];
 }
 
+/// The three arrays of [`SignedLattice::groups`] while they are filled: not zeroed first (a
+/// zeroed `[[__m256i; 8]; 3]` became a 768-byte `memset` call per decoded block).
+struct Groups([[MaybeUninit<__m256i>; 8]; 3]);
+
+impl Groups {
+    #[inline(always)]
+    fn uninit() -> Groups {
+        Groups([[MaybeUninit::uninit(); 8]; 3])
+    }
+    /// # Safety
+    /// Every entry was written.
+    #[inline(always)]
+    unsafe fn init(self) -> [[__m256i; 8]; 3] {
+        // SAFETY: `MaybeUninit<T>` has `T`'s layout; the caller wrote every entry.
+        std::mem::transmute::<[[MaybeUninit<__m256i>; 8]; 3], [[__m256i; 8]; 3]>(self.0)
+    }
+}
+
+impl std::ops::Index<usize> for Groups {
+    type Output = [MaybeUninit<__m256i>; 8];
+    #[inline(always)]
+    fn index(&self, i: usize) -> &Self::Output {
+        &self.0[i]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Groups {
+    #[inline(always)]
+    fn index_mut(&mut self, i: usize) -> &mut Self::Output {
+        &mut self.0[i]
+    }
+}
+
 impl SignedLattice for BlockIQ2_S {
     const FINAL: f32 = 0.125;
     #[inline(always)]
     unsafe fn groups<M: IntDot>(&self) -> [[__m256i; 8]; 3] {
         let x = self;
         let scales = nibble_scales(&x.scales);
-        let mut out = [[_mm256_setzero_si256(); 8]; 3];
+        let mut out = Groups::uninit();
         for ib in 0..8 {
             let qh = x.qh[ib] as usize;
             let g = |l: usize| IQ2S_GRID[x.qs[4 * ib + l] as usize | ((qh >> (2 * l)) & 3) << 8];
-            out[0][ib] = points64([g(0), g(1), g(2), g(3)]);
-            out[1][ib] = bytes_from_bits(bits_at(&x.qs, 32 + 4 * ib));
-            out[2][ib] = pick_pair(scales[ib / 4], 2 * (ib % 4));
+            out[0][ib].write(points64([g(0), g(1), g(2), g(3)]));
+            out[1][ib].write(bytes_from_bits(bits_at(&x.qs, 32 + 4 * ib)));
+            out[2][ib].write(pick_pair(scales[ib / 4], 2 * (ib % 4)));
         }
-        out
+        out.init()
     }
 }
 
@@ -333,22 +367,22 @@ impl SignedLattice for BlockIQ3_XXS {
     #[allow(clippy::needless_range_loop)] // `ib` also addresses the block's bytes
     unsafe fn groups<M: IntDot>(&self) -> [[__m256i; 8]; 3] {
         let x = self;
-        let mut out = [[_mm256_setzero_si256(); 8]; 3];
+        let mut out = Groups::uninit();
         for ib in 0..8 {
             let q = &x.qs[8 * ib..8 * ib + 8];
-            out[0][ib] = if M::GATHER {
+            out[0][ib].write(if M::GATHER {
                 let index = _mm256_cvtepu8_epi32(_mm_loadl_epi64(q.as_ptr().cast()));
                 // SAFETY: every index is a byte, IQ3XXS_GRID has 256 entries.
                 _mm256_i32gather_epi32::<4>(IQ3XXS_GRID.as_ptr().cast(), index)
             } else {
                 points32(std::array::from_fn(|k| IQ3XXS_GRID[q[k] as usize]))
-            };
+            });
             let aux = u32_at(&x.qs, 64 + 4 * ib);
             // ±1 bytes → 0xFF where −1.
-            out[1][ib] = _mm256_cmpgt_epi8(_mm256_setzero_si256(), even_signs(aux));
-            out[2][ib] = _mm256_set1_epi16(2 * (aux >> 28) as i16 + 1);
+            out[1][ib].write(_mm256_cmpgt_epi8(_mm256_setzero_si256(), even_signs(aux)));
+            out[2][ib].write(_mm256_set1_epi16(2 * (aux >> 28) as i16 + 1));
         }
-        out
+        out.init()
     }
 }
 
@@ -358,9 +392,9 @@ impl SignedLattice for BlockIQ3_S {
     unsafe fn groups<M: IntDot>(&self) -> [[__m256i; 8]; 3] {
         let x = self;
         let index = iq3_s_indices(x);
-        let mut out = [[_mm256_setzero_si256(); 8]; 3];
+        let mut out = Groups::uninit();
         for ib in 0..8 {
-            out[0][ib] = if M::GATHER {
+            out[0][ib].write(if M::GATHER {
                 let at = index.as_ptr().add(8 * ib).cast();
                 let index = _mm256_cvtepu16_epi32(_mm_loadu_si128(at));
                 // SAFETY: every index has 9 bits, IQ3S_GRID has 512 entries.
@@ -369,12 +403,12 @@ impl SignedLattice for BlockIQ3_S {
                 points32(std::array::from_fn(|k| {
                     IQ3S_GRID[(index[8 * ib + k] & 511) as usize]
                 }))
-            };
-            out[1][ib] = bytes_from_bits(bits_at(&x.signs, 4 * ib));
+            });
+            out[1][ib].write(bytes_from_bits(bits_at(&x.signs, 4 * ib)));
             let s = (x.scales[ib / 2] >> (4 * (ib % 2))) & 0x0f;
-            out[2][ib] = _mm256_set1_epi16(2 * s as i16 + 1);
+            out[2][ib].write(_mm256_set1_epi16(2 * s as i16 + 1));
         }
-        out
+        out.init()
     }
 }
 

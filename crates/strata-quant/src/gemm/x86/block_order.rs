@@ -41,22 +41,37 @@ use crate::legacy::BlockQ8_0;
 pub(super) const TOKEN_LANES_MIN: usize = 6;
 
 /// `job` in block order: one row at a time for one token, rows in lanes below
-/// [`TOKEN_LANES_MIN`] tokens, tokens in lanes from there. Always `true` (every entry written).
+/// [`TOKEN_LANES_MIN`] tokens, tokens in lanes from there (the tokens after the last whole
+/// group of 16 as a few-token job when they are fewer than that:
+/// [`token_lanes::split_tail`]). Always `true` (every entry written).
 ///
 /// # Safety
 /// AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C are available; `gemm` checked the lengths.
 #[inline(always)]
 pub(super) unsafe fn gemm<X: Offset + crate::Block>(job: Job<'_>) -> bool {
-    match job.n_tok {
-        1 => run::<RowChain<X>, 4, 1>(job),
-        n if n < TOKEN_LANES_MIN => {
-            row_lanes::<X>(job);
-            true
-        }
-        _ => {
-            token_lanes::run::<Lanes16<X>, 8>(job);
-            true
-        }
+    if job.n_tok < TOKEN_LANES_MIN {
+        few_tokens::<X>(job);
+        return true;
+    }
+    let (lanes, tail) = token_lanes::split_tail(job, 16, 1..TOKEN_LANES_MIN);
+    token_lanes::run::<Lanes16<X>, 8>(lanes);
+    if let Some(tail) = tail {
+        few_tokens::<X>(tail);
+    }
+    true
+}
+
+/// 1 to [`TOKEN_LANES_MIN`]` - 1` tokens: one row at a time for one token, rows in lanes for
+/// more. Every entry written.
+///
+/// # Safety
+/// As for [`gemm`].
+#[inline(always)]
+unsafe fn few_tokens<X: Offset + crate::Block>(job: Job<'_>) {
+    if job.n_tok == 1 {
+        run::<RowChain<X>, 4, 1>(job);
+    } else {
+        row_lanes::<X>(job);
     }
 }
 

@@ -49,16 +49,24 @@ const fn token_lanes_min<X: Signed, M: IntDot>() -> usize {
 }
 
 /// `job` in block order: one row at a time below [`token_lanes_min`] tokens, tokens in lanes
-/// from there. `true`: every entry written (one token included).
+/// from there (the tokens after the last whole group of 8 one row at a time too when they
+/// are fewer than that: [`token_lanes::split_tail`]). `true`: every entry written (one token
+/// included).
 ///
 /// # Safety
 /// AVX2, FMA, F16C and `M`'s instructions are available; `gemm` checked the lengths.
 #[inline(always)]
 pub(super) unsafe fn gemm<X: Signed + crate::Block, M: IntDot>(job: Job<'_>) -> bool {
-    if job.n_tok < token_lanes_min::<X, M>() {
+    let min = token_lanes_min::<X, M>();
+    if job.n_tok < min {
         return run::<RowChain<X, M>, 1, 4>(job);
     }
-    token_lanes::run::<Lanes8<X, M>, 4>(job);
+    let (lanes, tail) = token_lanes::split_tail(job, 8, 1..min);
+    token_lanes::run::<Lanes8<X, M>, 4>(lanes);
+    if let Some(tail) = tail {
+        // `RowChain` takes one token too: every entry is written.
+        run::<RowChain<X, M>, 1, 4>(tail);
+    }
     true
 }
 

@@ -58,21 +58,39 @@ const FINAL: f32 = 0.25;
 /// `job` in block order: where the CPU has VBMI and BITALG, the VBMI tile below
 /// [`VBMI_TOKENS_END`] tokens (one token included); elsewhere [`PairChain`] on the 512-bit
 /// lattice tile for 2 to `TOKEN_LANES_MIN - 1` tokens (`false`, nothing written, for one: the
-/// `vec_dot` row loop takes it); [`Lanes16`] from there.
+/// `vec_dot` row loop takes it); [`Lanes16`] from there, the tokens after its last whole group
+/// of 16 on the few-token path where that is cheaper ([`token_lanes::split_tail`]).
 ///
 /// # Safety
 /// AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C are available; `gemm` checked the lengths.
 #[inline(always)]
 pub(super) unsafe fn gemm(job: Job<'_>) -> bool {
-    if job.n_tok < VBMI_TOKENS_END && super::iq3_xxs_vbmi::available() {
+    let vbmi = super::iq3_xxs_vbmi::available();
+    if job.n_tok < VBMI_TOKENS_END && vbmi {
         // SAFETY: the rest of the features are this function's; VBMI and BITALG were probed.
-        unsafe { super::iq3_xxs_vbmi::gemm(job) }
-    } else if job.n_tok < TOKEN_LANES_MIN {
-        run::<PairChain<LatticeXxs>, 2, 4>(job)
-    } else {
-        token_lanes::run::<Lanes16, 4>(job);
-        true
+        return unsafe { super::iq3_xxs_vbmi::gemm(job) };
     }
+    if job.n_tok < TOKEN_LANES_MIN {
+        return run::<PairChain<LatticeXxs>, 2, 4>(job);
+    }
+    // The tokens after the last whole group of 16 take the few-token path when it is cheaper
+    // (`PairChain` leaves one token alone to the caller, so without VBMI from two).
+    let tails = if vbmi {
+        1..VBMI_TOKENS_END
+    } else {
+        2..TOKEN_LANES_MIN
+    };
+    let (lanes, tail) = token_lanes::split_tail(job, 16, tails);
+    token_lanes::run::<Lanes16, 4>(lanes);
+    if let Some(tail) = tail {
+        if vbmi {
+            // SAFETY: as above.
+            unsafe { super::iq3_xxs_vbmi::gemm(tail) };
+        } else {
+            run::<PairChain<LatticeXxs>, 2, 4>(tail);
+        }
+    }
+    true
 }
 
 /// A per-pair IQ3_XXS lattice tile (`avx512.rs`, `avx2.rs`) as [`PairChain`] uses it.
@@ -462,11 +480,16 @@ impl TokenLanes for Lanes16 {
 #[inline(always)]
 pub(super) unsafe fn gemm256<M: IntDot>(job: Job<'_>) -> bool {
     if job.n_tok < TOKEN_LANES_MIN {
-        run::<PairChain<Lattice256<M>>, 2, 4>(job)
-    } else {
-        token_lanes::run::<Lanes8<M>, 4>(job);
-        true
+        return run::<PairChain<Lattice256<M>>, 2, 4>(job);
     }
+    // 2 to 5 tokens after the last whole group of 8 take `PairChain` (which leaves one token
+    // to the caller, so a one-token tail stays in the lanes).
+    let (lanes, tail) = token_lanes::split_tail(job, 8, 2..TOKEN_LANES_MIN);
+    token_lanes::run::<Lanes8<M>, 4>(lanes);
+    if let Some(tail) = tail {
+        run::<PairChain<Lattice256<M>>, 2, 4>(tail);
+    }
+    true
 }
 
 /// Lane 0 of each of four registers, in one.

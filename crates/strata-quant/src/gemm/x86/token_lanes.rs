@@ -5,6 +5,7 @@
 
 use std::cell::RefCell;
 use std::mem::size_of;
+use std::ops::Range;
 
 use super::super::tile::{scratch, Job, Line};
 use crate::block::cast_blocks;
@@ -56,6 +57,25 @@ pub(super) trait TokenLanes {
         acts: *const Self::ActBlock,
         nb: usize,
     ) -> [Self::Sums; R];
+}
+
+/// `job` cut after its last whole group of `lanes` tokens when the tokens after it are
+/// `tails` in number (say 1 to 5): a group of mostly empty lanes costs more than those tokens
+/// on the kernel's few-token path, which gives the same bits (both are `vec_dot` in the
+/// format's block order). The tail is `None` when the job is kept whole.
+pub(super) fn split_tail(
+    job: Job<'_>,
+    lanes: usize,
+    tails: Range<usize>,
+) -> (Job<'_>, Option<Job<'_>>) {
+    let tail = job.n_tok % lanes;
+    if job.n_tok > lanes && tails.contains(&tail) && tail > 0 {
+        let at = job.n_tok - tail;
+        let (lanes, tail) = job.split_tokens(at);
+        (lanes, Some(tail))
+    } else {
+        (job, None)
+    }
 }
 
 thread_local! {
