@@ -41,7 +41,7 @@ pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
         T::IQ4_NL => block_order_avx2::gemm::<BlockIQ4_NL, M>(job),
         T::Q4_1 => run::<AffineTile<BlockQ4_1, M>, 3, 2>(job),
         T::Q5_1 => run::<AffineTile<BlockQ5_1, M>, 3, 2>(job),
-        T::Q4_K => run::<Q4K<M>, 2, 2>(job),
+        T::Q4_K => run::<Q4K<M>, 4, 2>(job),
         T::Q5_K => run::<AffineKTile<BlockQ5_K, M>, 4, 4>(job),
         T::Q6_K => run::<Q6K<M>, 4, 4>(job),
         T::IQ4_XS => run::<IQ4XS<M>, 4, 4>(job),
