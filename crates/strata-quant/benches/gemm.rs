@@ -113,6 +113,15 @@ fn bench_gemm(c: &mut Criterion) {
     }
 }
 
+/// The best path, and plain AVX2 (most client CPUs' path) where that is another.
+fn best_and_avx2() -> Vec<Isa> {
+    let mut isas = vec![Isa::best()];
+    if Isa::best() != Isa::Avx2 && Isa::Avx2.is_available() {
+        isas.push(Isa::Avx2);
+    }
+    isas
+}
+
 /// One routed expert's matrix in a prefill chunk: 512 rows × 2048 columns (Qwen3-Next's and
 /// qwen4exp's expert width), against the few tokens a chunk routes to one expert (512 tokens ×
 /// 10 of 512 experts ≈ 10; Qwen3-30B-A3B's 8 of 128 ≈ 32). Filter with `-- expert`.
@@ -143,12 +152,7 @@ fn bench_expert_type(c: &mut Criterion, ty: GgmlType) {
         let acts = rows(vec_dot_type(ty).unwrap(), n_tok, n, 2);
         let mut out = vec![0.0f32; n_rows * n_tok];
         group.throughput(Throughput::Elements((n_rows * n_tok * n) as u64));
-        // The best path, and plain AVX2 (most client CPUs' path) where that is another.
-        let mut isas = vec![Isa::best()];
-        if Isa::best() != Isa::Avx2 && Isa::Avx2.is_available() {
-            isas.push(Isa::Avx2);
-        }
-        for isa in isas {
+        for isa in best_and_avx2() {
             group.bench_function(BenchmarkId::new(format!("gemm/{isa}"), n_tok), |b| {
                 b.iter(|| {
                     gemm_on(
@@ -202,12 +206,7 @@ fn bench_expert_dram(c: &mut Criterion) {
             let acts = rows(vec_dot_type(ty).unwrap(), n_tok, n, 2);
             let mut out = vec![0.0f32; n_rows * n_tok];
             group.throughput(Throughput::Elements((n_rows * n_tok * n) as u64));
-            // The best path, and plain AVX2 where that is another (as `expert`).
-            let mut isas = vec![Isa::best()];
-            if Isa::best() != Isa::Avx2 && Isa::Avx2.is_available() {
-                isas.push(Isa::Avx2);
-            }
-            for isa in isas {
+            for isa in best_and_avx2() {
                 let mut e = 0;
                 let id = BenchmarkId::new(format!("gemm/{isa}"), n_tok);
                 group.bench_function(id, |b| {

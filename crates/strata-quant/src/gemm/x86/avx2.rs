@@ -310,37 +310,18 @@ pub(super) trait SignedLattice: Block {
     unsafe fn groups<M: IntDot>(&self) -> [[__m256i; 8]; 3];
 }
 
-/// The three arrays of [`SignedLattice::groups`] while they are filled: not zeroed first (a
+/// The three arrays of [`SignedLattice::groups`], not zeroed before they are filled (a
 /// zeroed `[[__m256i; 8]; 3]` became a 768-byte `memset` call per decoded block).
-struct Groups([[MaybeUninit<__m256i>; 8]; 3]);
+type Groups = [[MaybeUninit<__m256i>; 8]; 3];
 
-impl Groups {
-    #[inline(always)]
-    fn uninit() -> Groups {
-        Groups([[MaybeUninit::uninit(); 8]; 3])
-    }
-    /// # Safety
-    /// Every entry was written.
-    #[inline(always)]
-    unsafe fn init(self) -> [[__m256i; 8]; 3] {
-        // SAFETY: `MaybeUninit<T>` has `T`'s layout; the caller wrote every entry.
-        std::mem::transmute::<[[MaybeUninit<__m256i>; 8]; 3], [[__m256i; 8]; 3]>(self.0)
-    }
-}
-
-impl std::ops::Index<usize> for Groups {
-    type Output = [MaybeUninit<__m256i>; 8];
-    #[inline(always)]
-    fn index(&self, i: usize) -> &Self::Output {
-        &self.0[i]
-    }
-}
-
-impl std::ops::IndexMut<usize> for Groups {
-    #[inline(always)]
-    fn index_mut(&mut self, i: usize) -> &mut Self::Output {
-        &mut self.0[i]
-    }
+/// `out` once every entry was written.
+///
+/// # Safety
+/// Every entry of `out` was written.
+#[inline(always)]
+unsafe fn written(out: Groups) -> [[__m256i; 8]; 3] {
+    // SAFETY: `MaybeUninit<T>` has `T`'s layout; the caller wrote every entry.
+    std::mem::transmute::<Groups, [[__m256i; 8]; 3]>(out)
 }
 
 impl SignedLattice for BlockIQ2_S {
@@ -349,7 +330,7 @@ impl SignedLattice for BlockIQ2_S {
     unsafe fn groups<M: IntDot>(&self) -> [[__m256i; 8]; 3] {
         let x = self;
         let scales = nibble_scales(&x.scales);
-        let mut out = Groups::uninit();
+        let mut out: Groups = [[MaybeUninit::uninit(); 8]; 3];
         for ib in 0..8 {
             let qh = x.qh[ib] as usize;
             let g = |l: usize| IQ2S_GRID[x.qs[4 * ib + l] as usize | ((qh >> (2 * l)) & 3) << 8];
@@ -357,7 +338,7 @@ impl SignedLattice for BlockIQ2_S {
             out[1][ib].write(bytes_from_bits(bits_at(&x.qs, 32 + 4 * ib)));
             out[2][ib].write(pick_pair(scales[ib / 4], 2 * (ib % 4)));
         }
-        out.init()
+        written(out)
     }
 }
 
@@ -367,7 +348,7 @@ impl SignedLattice for BlockIQ3_XXS {
     #[allow(clippy::needless_range_loop)] // `ib` also addresses the block's bytes
     unsafe fn groups<M: IntDot>(&self) -> [[__m256i; 8]; 3] {
         let x = self;
-        let mut out = Groups::uninit();
+        let mut out: Groups = [[MaybeUninit::uninit(); 8]; 3];
         for ib in 0..8 {
             let q = &x.qs[8 * ib..8 * ib + 8];
             out[0][ib].write(if M::GATHER {
@@ -382,7 +363,7 @@ impl SignedLattice for BlockIQ3_XXS {
             out[1][ib].write(_mm256_cmpgt_epi8(_mm256_setzero_si256(), even_signs(aux)));
             out[2][ib].write(_mm256_set1_epi16(2 * (aux >> 28) as i16 + 1));
         }
-        out.init()
+        written(out)
     }
 }
 
@@ -392,7 +373,7 @@ impl SignedLattice for BlockIQ3_S {
     unsafe fn groups<M: IntDot>(&self) -> [[__m256i; 8]; 3] {
         let x = self;
         let index = iq3_s_indices(x);
-        let mut out = Groups::uninit();
+        let mut out: Groups = [[MaybeUninit::uninit(); 8]; 3];
         for ib in 0..8 {
             out[0][ib].write(if M::GATHER {
                 let at = index.as_ptr().add(8 * ib).cast();
@@ -408,7 +389,7 @@ impl SignedLattice for BlockIQ3_S {
             let s = (x.scales[ib / 2] >> (4 * (ib % 2))) & 0x0f;
             out[2][ib].write(_mm256_set1_epi16(2 * s as i16 + 1));
         }
-        out.init()
+        written(out)
     }
 }
 

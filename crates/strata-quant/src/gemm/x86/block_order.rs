@@ -69,7 +69,8 @@ pub(super) unsafe fn gemm<X: Offset + crate::Block>(job: Job<'_>) -> bool {
 #[inline(always)]
 unsafe fn few_tokens<X: Offset + crate::Block>(job: Job<'_>) {
     if job.n_tok == 1 {
-        run::<RowChain<X>, 4, 1>(job);
+        let written = run::<RowChain<X>, 4, 1>(job);
+        assert!(written, "RowChain takes one token");
     } else {
         row_lanes::<X>(job);
     }

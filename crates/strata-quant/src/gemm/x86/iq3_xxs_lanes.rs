@@ -83,12 +83,13 @@ pub(super) unsafe fn gemm(job: Job<'_>) -> bool {
     let (lanes, tail) = token_lanes::split_tail(job, 16, tails);
     token_lanes::run::<Lanes16, 4>(lanes);
     if let Some(tail) = tail {
-        if vbmi {
+        let written = if vbmi {
             // SAFETY: as above.
-            unsafe { super::iq3_xxs_vbmi::gemm(tail) };
+            unsafe { super::iq3_xxs_vbmi::gemm(tail) }
         } else {
-            run::<PairChain<LatticeXxs>, 2, 4>(tail);
-        }
+            run::<PairChain<LatticeXxs>, 2, 4>(tail)
+        };
+        assert!(written, "a tail of more than one token, or VBMI");
     }
     true
 }
@@ -487,7 +488,8 @@ pub(super) unsafe fn gemm256<M: IntDot>(job: Job<'_>) -> bool {
     let (lanes, tail) = token_lanes::split_tail(job, 8, 2..TOKEN_LANES_MIN);
     token_lanes::run::<Lanes8<M>, 4>(lanes);
     if let Some(tail) = tail {
-        run::<PairChain<Lattice256<M>>, 2, 4>(tail);
+        let written = run::<PairChain<Lattice256<M>>, 2, 4>(tail);
+        assert!(written, "a tail of more than one token");
     }
     true
 }

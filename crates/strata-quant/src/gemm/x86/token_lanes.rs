@@ -69,7 +69,7 @@ pub(super) fn split_tail(
     tails: Range<usize>,
 ) -> (Job<'_>, Option<Job<'_>>) {
     let tail = job.n_tok % lanes;
-    if job.n_tok > lanes && tails.contains(&tail) && tail > 0 {
+    if job.n_tok > lanes && tail > 0 && tails.contains(&tail) {
         let at = job.n_tok - tail;
         let (lanes, tail) = job.split_tokens(at);
         (lanes, Some(tail))
