@@ -253,6 +253,35 @@ fn bench_decode_dram(c: &mut Criterion) {
     }
 }
 
+/// Decode from cache: one token against SmolLM2-135M's FFN matrix (1536 × 576, 553 KB at
+/// Q4_1) and Qwen2.5-0.5B's FFN down projection (896 × 4864, 2.5 MB at Q5_0), one thread, repeated so the rows come from L2/L3: the one-token row loop's
+/// own speed, which bounds decode where it is below the DRAM rate. Filter with
+/// `-- decode_cached`.
+fn bench_decode_cached(c: &mut Criterion) {
+    use GgmlType as T;
+    for (ty, n_rows, n) in [
+        (T::Q4_1, 1536, 576),
+        (T::Q5_0, 896, 4864),
+        (T::Q8_0, 896, 4864),
+        (T::Q4_K, 896, 4864),
+        (T::Q6_K, 896, 4864),
+    ] {
+        let w = weights(ty, n_rows, n);
+        let acts = rows(vec_dot_type(ty).unwrap(), 1, n, 2);
+        let mut out = vec![0.0f32; n_rows];
+        let mut group = c.benchmark_group(format!("decode_cached/{ty}/{n_rows}x{n}"));
+        group.throughput(Throughput::Bytes(w.len() as u64));
+        for isa in best_and_avx2() {
+            group.bench_function(BenchmarkId::new(format!("gemm/{isa}"), 1), |b| {
+                b.iter(|| {
+                    gemm_on(isa, ty, black_box(&w), n_rows, &acts, 1, &mut out, n_rows).unwrap()
+                })
+            });
+        }
+        group.finish();
+    }
+}
+
 /// A router: 512 experts × 2048 F32 columns (Qwen3-Next's, qwen4exp's) against a chunk's
 /// f32 activations, tiled (`gemm_f32`) and as one `dot_f32` per (row, token). Filter with
 /// `-- router`.
@@ -298,6 +327,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = bench_gemm, bench_expert, bench_expert_dram, bench_decode_dram, bench_router
+    targets = bench_gemm, bench_expert, bench_expert_dram, bench_decode_dram, bench_decode_cached, bench_router
 }
 criterion_main!(benches);

@@ -6,13 +6,13 @@
 use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
-use super::super::tile::{run, Job, Tile};
+use super::super::tile::{run, Job, Tile, FEW_MAX};
 use super::avx2::{add_scaled, offset_groups, SignedLattice};
 use super::reduce::{hsum4_ps128, lanes, reduce4};
 use super::{block_order, iq3_xxs_lanes};
 use crate::dot::x86::avx2::legacy as avx2;
 use crate::dot::x86::avx512::k_quants::{load_pair, scale_pick, AffineK};
-use crate::dot::x86::avx512::legacy::Affine;
+use crate::dot::x86::avx512::legacy::{affine_pair, Affine};
 use crate::dot::x86::avx512::q4_k;
 use crate::dot::x86::hsum_ps;
 use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps128, Avx512Vnni};
@@ -39,6 +39,8 @@ pub(super) unsafe fn gemm(ty: GgmlType, job: Job<'_>) -> bool {
         T::Q5_0 => block_order::gemm::<BlockQ5_0>(job),
         T::Q8_0 => block_order::gemm::<BlockQ8_0>(job),
         T::IQ4_NL => block_order::gemm::<BlockIQ4_NL>(job),
+        T::Q4_1 if job.n_tok <= FEW_MAX => run::<AffineQuad<BlockQ4_1>, 1, 4>(job),
+        T::Q5_1 if job.n_tok <= FEW_MAX => run::<AffineQuad<BlockQ5_1>, 1, 4>(job),
         T::Q4_1 => run::<AffinePair<BlockQ4_1>, 2, 4>(job),
         T::Q5_1 => run::<AffinePair<BlockQ5_1>, 2, 4>(job),
         T::Q4_K => run::<Q4K, 4, 2>(job),
@@ -133,6 +135,109 @@ impl<X: AffineTail> Tile for AffinePair<X> {
         _mm512_reduce_add_ps(_mm512_add_ps(acc[0].0, acc[1].0))
             + _mm_cvtss_f32(mins)
             + X::tail(w, a)
+    }
+}
+
+/// The f16 fields at the starts of four blocks `size` bytes apart, as f32:
+/// `[a0, a1, b0, b1, c0, c1, d0, d1]` (`d` then `m` or `s` of each block).
+#[inline(always)]
+unsafe fn halves_quad(p: *const u8, size: usize) -> __m256 {
+    let h = |k: usize| _mm_cvtsi32_si128(p.add(k * size).cast::<i32>().read_unaligned());
+    let ab = _mm_unpacklo_epi32(h(0), h(1));
+    let cd = _mm_unpacklo_epi32(h(2), h(3));
+    _mm256_cvtph_ps(_mm_unpacklo_epi64(ab, cd))
+}
+
+/// Q4_1 and Q5_1 against Q8_1 for a few tokens (decode): [`AffinePair`]'s two chains as one
+/// step of four blocks (a pair for each chain), each pair's quants in the cheaper order of
+/// [`Affine::quants_pair_split`] and the four blocks' scales multiplied in one register. The
+/// activations are put in the same order, so every lane computes what the same lane of
+/// `AffinePair` computes up to a fixed swap of 128-bit chunks 1 and 2, which `finish` undoes
+/// before the kernel's reduction: the same bits, from about half the instructions a block.
+pub(super) struct AffineQuad<X>(PhantomData<X>);
+
+impl<X: AffineTail> Tile for AffineQuad<X> {
+    type W = X;
+    type A = BlockQ8_1;
+    const STEP: usize = 4;
+    const CHAINS: usize = 1;
+    const ONE_TOKEN: bool = true;
+    /// Quants of blocks 0, 1 and 2, 3 (split order); `[d0, m0, d1, m1, .., d3, m3]`.
+    type Dec = (__m512i, __m512i, __m256);
+    /// Activations of blocks 0, 1 and 2, 3 (split order); `[d0, s0, .., d3, s3]`.
+    type Prep = (__m512i, __m512i, __m256);
+    /// `AffinePair`'s two chains (lanes in split order) and their minimum terms: lanes 1, 3
+    /// are chain 0's lanes 2, 3, lanes 5, 7 chain 1's.
+    type Acc = (__m512, __m512, __m256);
+
+    #[inline(always)]
+    unsafe fn decode(w: *const X) -> Self::Dec {
+        (
+            X::quants_pair_split(&*w, &*w.add(1)),
+            X::quants_pair_split(&*w.add(2), &*w.add(3)),
+            halves_quad(w.cast(), size_of::<X>()),
+        )
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_1) -> Self::Prep {
+        // Qwords [a 0, a 1, b 0, b 1, a 2, a 3, b 2, b 3]: each block's first 16 bytes, then
+        // their last 16.
+        let split = _mm512_setr_epi64(0, 1, 4, 5, 2, 3, 6, 7);
+        let pair = |a: *const BlockQ8_1| {
+            let y = load_pair((*a).qs.as_ptr(), (*a.add(1)).qs.as_ptr());
+            _mm512_permutexvar_epi64(split, y)
+        };
+        (
+            pair(a),
+            pair(a.add(2)),
+            halves_quad(a.cast(), size_of::<BlockQ8_1>()),
+        )
+    }
+    #[inline(always)]
+    unsafe fn zero() -> Self::Acc {
+        (
+            _mm512_setzero_ps(),
+            _mm512_setzero_ps(),
+            _mm256_setzero_ps(),
+        )
+    }
+    #[inline(always)]
+    unsafe fn step(acc: Self::Acc, w: &Self::Dec, a: &Self::Prep) -> Self::Acc {
+        let zero = _mm512_setzero_si512();
+        let scales = _mm256_mul_ps(w.2, a.2);
+        let wide = _mm512_castps256_ps512(scales);
+        // Split order: chunks 0, 2 take the pair's first block, chunks 1, 3 its second.
+        let first = _mm512_set_epi32(2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0);
+        let second = _mm512_set_epi32(6, 6, 6, 6, 4, 4, 4, 4, 6, 6, 6, 6, 4, 4, 4, 4);
+        let s0 = _mm512_dpbusd_epi32(zero, w.0, a.0);
+        let s1 = _mm512_dpbusd_epi32(zero, w.1, a.1);
+        let acc0 = _mm512_fmadd_ps(
+            _mm512_permutexvar_ps(first, wide),
+            _mm512_cvtepi32_ps(s0),
+            acc.0,
+        );
+        let acc1 = _mm512_fmadd_ps(
+            _mm512_permutexvar_ps(second, wide),
+            _mm512_cvtepi32_ps(s1),
+            acc.1,
+        );
+        (acc0, acc1, _mm256_add_ps(acc.2, scales))
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [Self::Acc; 2], w: &[X], a: &[BlockQ8_1]) -> f32 {
+        let (acc0, acc1, mins) = acc[0];
+        // Back to `AffinePair`'s lanes (chunks 1 and 2 swapped back).
+        let mut acc0 = _mm512_shuffle_f32x4::<0b11_01_10_00>(acc0, acc0);
+        let acc1 = _mm512_shuffle_f32x4::<0b11_01_10_00>(acc1, acc1);
+        // Its minimum terms: chain 0's in lanes 2, 3 of the low half, chain 1's of the high.
+        let m = _mm256_permutevar8x32_ps(mins, _mm256_setr_epi32(0, 0, 1, 3, 0, 0, 5, 7));
+        let (mut mins0, mins1) = (_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+        // A last pair after the whole steps goes to chain 0, as in `AffinePair`.
+        let pair = w.len() / 2 * 2;
+        if pair == 2 {
+            (acc0, mins0) = affine_pair(&w[0], &w[1], &a[0], &a[1], acc0, mins0);
+        }
+        AffinePair::<X>::finish([(acc0, mins0), (acc1, mins1)], &w[pair..], &a[pair..])
     }
 }
 

@@ -170,13 +170,32 @@ pub(crate) unsafe fn symmetric_from<X: Offset>(acc: f32, x: &[X], y: &[BlockQ8_0
 
 /// Q4_1 and Q5_1: unsigned quants, two blocks at a time.
 pub(crate) trait Affine: Sized {
+    /// The quants of blocks `a`, `b` in element order: `a` in bytes 0..32, `b` in 32..64.
     unsafe fn quants_pair(a: &Self, b: &Self) -> __m512i;
+    /// The same 64 quants in the order the packed nibbles give them cheaply: `a`'s elements
+    /// 0..16, `b`'s 0..16, `a`'s 16..32, `b`'s 16..32 (so 128-bit chunks 1 and 2 of
+    /// [`Affine::quants_pair`] swapped).
+    unsafe fn quants_pair_split(a: &Self, b: &Self) -> __m512i;
+}
+
+/// The nibbles of two legacy blocks, low nibbles first: `a`'s low, `b`'s low, `a`'s high,
+/// `b`'s high (16 bytes each).
+#[inline(always)]
+unsafe fn nibbles_pair_split(a: &[u8; 16], b: &[u8; 16]) -> __m512i {
+    let q = _mm256_castsi128_si256(_mm_loadu_si128(a.as_ptr().cast()));
+    let q = _mm256_inserti128_si256::<1>(q, _mm_loadu_si128(b.as_ptr().cast()));
+    let both = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q), _mm256_srli_epi16::<4>(q));
+    _mm512_and_si512(both, _mm512_set1_epi8(0x0f))
 }
 
 impl Affine for BlockQ4_1 {
     #[inline(always)]
     unsafe fn quants_pair(a: &Self, b: &Self) -> __m512i {
         nibbles_pair(&a.qs, &b.qs)
+    }
+    #[inline(always)]
+    unsafe fn quants_pair_split(a: &Self, b: &Self) -> __m512i {
+        nibbles_pair_split(&a.qs, &b.qs)
     }
 }
 
@@ -186,10 +205,22 @@ impl Affine for BlockQ5_1 {
         let nib = nibbles_pair(&a.qs, &b.qs);
         _mm512_mask_add_epi8(nib, high_bits_pair(a.qh, b.qh), nib, _mm512_set1_epi8(0x10))
     }
+    #[inline(always)]
+    unsafe fn quants_pair_split(a: &Self, b: &Self) -> __m512i {
+        let nib = nibbles_pair_split(&a.qs, &b.qs);
+        let (ha, hb) = (
+            u32::from_le_bytes(a.qh) as u64,
+            u32::from_le_bytes(b.qh) as u64,
+        );
+        let (lo, hi) = (0xffff, 0xffff_0000);
+        let mask = (ha & lo) | (hb & lo) << 16 | (ha & hi) << 16 | (hb & hi) << 32;
+        _mm512_mask_add_epi8(nib, mask, nib, _mm512_set1_epi8(0x10))
+    }
 }
 
+/// One pair of blocks into `(acc, acc_m)`: the step of [`affine`]'s chains.
 #[inline(always)]
-unsafe fn affine_pair<X: Affine>(
+pub(crate) unsafe fn affine_pair<X: Affine>(
     xa: &X,
     xb: &X,
     ya: &BlockQ8_1,
