@@ -473,6 +473,22 @@ unsafe fn few<K: Tile>(m: &mut Mat<'_, K::W, K::A>, n_rows: usize, n_tok: usize)
     // ahead within its half.
     let h = if n_rows >= 8 { n_rows / 2 } else { 0 };
     let (wa, wb) = w_bytes.split_at(h * row_bytes);
+    if n_tok == 1 && h > 0 {
+        // One token: rows h + i and i in one loop, so their accumulation chains interleave
+        // (a kernel with one chain a row, as the block-order formats', is otherwise bound by
+        // its adds' latency).
+        for i in 0..h {
+            prefetch_ahead(wb, i * row_bytes, row_bytes);
+            prefetch_ahead(wa, i * row_bytes, row_bytes);
+            one_token_rows::<K>(m, [h + i, i], prep);
+        }
+        if n_rows - h > h {
+            let r = n_rows - 1;
+            prefetch_ahead(wb, h * row_bytes, row_bytes);
+            few_row::<K, 1>(m, r, 0, prep, None);
+        }
+        return true;
+    }
     for i in 0..n_rows - h {
         for (k, (half, base)) in [(wb, h), (wa, 0)].into_iter().enumerate() {
             if k == 1 && i >= h {
@@ -557,6 +573,44 @@ unsafe fn few_row<K: Tile, const T: usize>(
     for (j, acc) in c0.into_iter().zip(c1).enumerate() {
         let tok = &m.a[(t0 + j) * nb..(t0 + j + 1) * nb];
         m.out[(t0 + j) * m.stride + r] = K::finish([acc.0, acc.1], &row[tail..], &tok[tail..]);
+    }
+}
+
+/// Rows `r[0]` and `r[1]` × the one token of a job, its prepared steps read from `prep` (as
+/// filled by [`few`]): [`few_row`] for two rows at once (each row's accumulation unchanged).
+///
+/// # Safety
+/// As for [`few_row`], with one token.
+#[inline(always)]
+unsafe fn one_token_rows<K: Tile>(
+    m: &mut Mat<'_, K::W, K::A>,
+    r: [usize; 2],
+    prep: *const K::Prep,
+) {
+    let nb = m.nb;
+    let n_steps = nb / K::STEP;
+    let rows: [&[K::W]; 2] = array::from_fn(|i| &m.w[r[i] * nb..(r[i] + 1) * nb]);
+    let mut chains = [[[K::zero(); 1]; 2]; 2];
+    for (c, chain) in chains.iter_mut().enumerate().take(K::CHAINS) {
+        let mut acc = [[K::zero(); 1]; 2];
+        let mut s = c;
+        while s < n_steps {
+            // `s·STEP + STEP <= nb`: inside both rows.
+            // No closure decodes: it would not inherit the caller's target features.
+            let dec = [
+                K::decode(rows[0].as_ptr().add(s * K::STEP)),
+                K::decode(rows[1].as_ptr().add(s * K::STEP)),
+            ];
+            K::step_tile::<2, 1>(&mut acc, [&dec[0], &dec[1]], [&*prep.add(s)]);
+            s += K::CHAINS;
+        }
+        *chain = acc;
+    }
+    let tail = n_steps * K::STEP;
+    let tok = &m.a[..nb];
+    for i in 0..2 {
+        let acc = [chains[0][i][0], chains[1][i][0]];
+        m.out[r[i]] = K::finish(acc, &rows[i][tail..], &tok[tail..]);
     }
 }
 
