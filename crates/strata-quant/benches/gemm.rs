@@ -254,9 +254,9 @@ fn bench_decode_dram(c: &mut Criterion) {
 }
 
 /// Decode from cache: one token against SmolLM2-135M's FFN matrix (1536 × 576, 553 KB at
-/// Q4_1) and Qwen2.5-0.5B's FFN down projection (896 × 4864, 2.5 MB at Q5_0), one thread, repeated so the rows come from L2/L3: the one-token row loop's
-/// own speed, which bounds decode where it is below the DRAM rate. Filter with
-/// `-- decode_cached`.
+/// Q4_1) and Qwen2.5-0.5B's FFN down projection (896 × 4864, 2.5 MB at Q5_0), one thread,
+/// repeated so the rows come from L2/L3: the one-token row loop's own speed, which bounds
+/// decode where it is below the DRAM rate. Filter with `-- decode_cached`.
 fn bench_decode_cached(c: &mut Criterion) {
     use GgmlType as T;
     for (ty, n_rows, n) in [

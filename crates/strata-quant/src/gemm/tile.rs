@@ -422,7 +422,8 @@ thread_local! {
 
 /// A small batch (2 to [`FEW_MAX`] tokens: several sequences decoding together; from one
 /// token for a [`Tile::ONE_TOKEN`] kernel): every token's activations are prepared once into
-/// a per-thread scratch, then the rows stream by one at a time, each weight step decoded once
+/// a per-thread scratch, then the rows stream by one at a time (two at a time, in one loop, for
+/// one token: [`one_token_rows`]), each weight step decoded once
 /// and applied to every token (in groups of at most [`Tile::FEW_GROUP`], the decoded step
 /// staying in registers; past one group the row is decoded once into a per-thread scratch that
 /// every group reads), with the bytes ahead of the row prefetched as the

@@ -148,6 +148,15 @@ unsafe fn halves_quad(p: *const u8, size: usize) -> __m256 {
     _mm256_cvtph_ps(_mm_unpacklo_epi64(ab, cd))
 }
 
+/// The quants of activation blocks `a`, `a + 1` in [`Affine::quants_pair_split`]'s order:
+/// qwords `[a 0, a 1, b 0, b 1, a 2, a 3, b 2, b 3]` (each block's first 16 bytes, then their
+/// last 16). A function, not a closure: a closure would not inherit the target features.
+#[inline(always)]
+unsafe fn acts_pair_split(a: *const BlockQ8_1) -> __m512i {
+    let y = load_pair((*a).qs.as_ptr(), (*a.add(1)).qs.as_ptr());
+    _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 4, 5, 2, 3, 6, 7), y)
+}
+
 /// Q4_1 and Q5_1 against Q8_1 for a few tokens (decode): [`AffinePair`]'s two chains as one
 /// step of four blocks (a pair for each chain), each pair's quants in the cheaper order of
 /// [`Affine::quants_pair_split`] and the four blocks' scales multiplied in one register. The
@@ -180,16 +189,9 @@ impl<X: AffineTail> Tile for AffineQuad<X> {
     }
     #[inline(always)]
     unsafe fn prep(a: *const BlockQ8_1) -> Self::Prep {
-        // Qwords [a 0, a 1, b 0, b 1, a 2, a 3, b 2, b 3]: each block's first 16 bytes, then
-        // their last 16.
-        let split = _mm512_setr_epi64(0, 1, 4, 5, 2, 3, 6, 7);
-        let pair = |a: *const BlockQ8_1| {
-            let y = load_pair((*a).qs.as_ptr(), (*a.add(1)).qs.as_ptr());
-            _mm512_permutexvar_epi64(split, y)
-        };
         (
-            pair(a),
-            pair(a.add(2)),
+            acts_pair_split(a),
+            acts_pair_split(a.add(2)),
             halves_quad(a.cast(), size_of::<BlockQ8_1>()),
         )
     }
