@@ -135,13 +135,15 @@ fn check(
 }
 
 /// (rows, tokens, blocks per row, output stride): odd and tile-sized shapes.
-const SHAPES: [(usize, usize, usize, usize); 17] = [
+const SHAPES: [(usize, usize, usize, usize); 18] = [
     (1, 1, 1, 1),
     // Decode (one token): the prefetching row loop, prefetches running past the last row.
     (37, 1, 16, 37),
     (3, 1, 1, 5),
     // One token over 7 blocks: steps of several blocks and the blocks after them.
     (21, 1, 7, 21),
+    // One token, 11 rows a half: four-row loops, then a two-row loop and the odd last row.
+    (23, 1, 9, 25),
     (4, 4, 2, 4),
     (5, 7, 3, 9),
     (9, 6, 8, 12),
