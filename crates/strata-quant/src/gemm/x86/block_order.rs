@@ -30,6 +30,7 @@ use std::marker::PhantomData;
 use std::mem::size_of;
 
 use super::super::tile::{run, Job, Tile};
+use super::row_quad::Quad;
 use super::token_lanes::{self, TokenLanes};
 use crate::block::cast_blocks;
 use crate::dot::x86::avx2::legacy::{add4_in_order, halves4};
@@ -48,7 +49,7 @@ pub(super) const TOKEN_LANES_MIN: usize = 6;
 /// # Safety
 /// AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C are available; `gemm` checked the lengths.
 #[inline(always)]
-pub(super) unsafe fn gemm<X: Offset + crate::Block>(job: Job<'_>) -> bool {
+pub(super) unsafe fn gemm<X: Quad + crate::Block>(job: Job<'_>) -> bool {
     if job.n_tok < TOKEN_LANES_MIN {
         few_tokens::<X>(job);
         return true;
@@ -67,7 +68,7 @@ pub(super) unsafe fn gemm<X: Offset + crate::Block>(job: Job<'_>) -> bool {
 /// # Safety
 /// As for [`gemm`].
 #[inline(always)]
-unsafe fn few_tokens<X: Offset + crate::Block>(job: Job<'_>) {
+unsafe fn few_tokens<X: Quad + crate::Block>(job: Job<'_>) {
     if job.n_tok == 1 {
         let written = run::<RowChain<X>, 4, 1>(job);
         assert!(written, "RowChain takes one token");
@@ -263,12 +264,12 @@ unsafe fn block_sums4(v0: __m512i, v1: __m512i) -> __m128i {
 
 /// The symmetric formats one row at a time, 4 blocks a step, through the shared tile loop
 /// (`tile.rs`): for one token (decode), whose rows then stream by in the order the decode row
-/// loop reads them. A step takes the 4 blocks' exact sums (two `vpdpbusd` as in
-/// `vec_dot`, then [`block_sums4`]), scales them in the lanes and adds the 4 products to the
-/// (row, token) sum in block order.
+/// loop reads them. A step takes the 4 blocks' exact sums (two `vpdpbusd` on the blocks in
+/// [`Quad`]'s order, then their reduction), scales them in the lanes and adds the 4 products
+/// to the (row, token) sum in block order.
 pub(super) struct RowChain<X>(PhantomData<X>);
 
-impl<X: Offset + crate::Block> Tile for RowChain<X> {
+impl<X: Quad + crate::Block> Tile for RowChain<X> {
     type W = X;
     type A = BlockQ8_0;
     const STEP: usize = 4;
@@ -278,17 +279,15 @@ impl<X: Offset + crate::Block> Tile for RowChain<X> {
     /// Four rows a loop for one token: their 16 block sums reduced and scaled together
     /// ([`rows4_step`]).
     const ONE_TOKEN_ROWS: usize = 4;
-    /// The two biased pairs (`x + OFFSET`); the 4 `d_x`.
+    /// The biased quants (`x + OFFSET`) of the 4 blocks in [`Quad`]'s order; the 4 `d_x`.
     type Dec = (__m512i, __m512i, __m128);
-    /// The two activation pairs; the 4 `OFFSET Σ y`; the 4 `d_y`.
+    /// The activations in the same order; the 4 `OFFSET Σ y`; the 4 `d_y`.
     type Prep = (__m512i, __m512i, __m128i, __m128);
     type Acc = f32;
 
     #[inline(always)]
     unsafe fn decode(w: *const X) -> Self::Dec {
-        let q0 = X::biased_pair(&*w, &*w.add(1));
-        let q1 = X::biased_pair(&*w.add(2), &*w.add(3));
-        (q0, q1, halves4(w.cast(), size_of::<X>()))
+        X::biased_quad(w)
     }
     #[inline(always)]
     unsafe fn prep(a: *const BlockQ8_0) -> Self::Prep {
@@ -301,7 +300,12 @@ impl<X: Offset + crate::Block> Tile for RowChain<X> {
             _mm512_dpbusd_epi32(zero, off, y0),
             _mm512_dpbusd_epi32(zero, off, y1),
         );
-        (y0, y1, offsets, halves4(a.cast(), size_of::<BlockQ8_0>()))
+        let dy = halves4(a.cast(), size_of::<BlockQ8_0>());
+        if X::CHUNK_ORDER {
+            let (lo, hi) = acts_chunk_order(a);
+            return (lo, hi, offsets, dy);
+        }
+        (y0, y1, offsets, dy)
     }
     #[inline(always)]
     unsafe fn zero() -> f32 {
@@ -310,10 +314,16 @@ impl<X: Offset + crate::Block> Tile for RowChain<X> {
     #[inline(always)]
     unsafe fn step(acc: f32, w: &Self::Dec, a: &Self::Prep) -> f32 {
         let zero = _mm512_setzero_si512();
-        let v0 = _mm512_dpbusd_epi32(zero, w.0, a.0);
-        let v1 = _mm512_dpbusd_epi32(zero, w.1, a.1);
+        let sums = if X::CHUNK_ORDER {
+            let v = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, w.0, a.0), w.1, a.1);
+            chunk_sums4(v)
+        } else {
+            let v0 = _mm512_dpbusd_epi32(zero, w.0, a.0);
+            let v1 = _mm512_dpbusd_epi32(zero, w.1, a.1);
+            block_sums4(v0, v1)
+        };
         // Σ (x + OFFSET) y - OFFSET Σ y per block: exact in i32.
-        let sums = _mm_sub_epi32(block_sums4(v0, v1), a.2);
+        let sums = _mm_sub_epi32(sums, a.2);
         let t = _mm_mul_ps(_mm_cvtepi32_ps(sums), _mm_mul_ps(w.2, a.3));
         // The reference's order: block 0, 1, 2, 3.
         add4_in_order(acc, t)
@@ -347,6 +357,36 @@ impl<X: Offset + crate::Block> Tile for RowChain<X> {
     }
 }
 
+/// The activations of 4 blocks at `a` in chunk order ([`Quad`]): chunk k of the first
+/// register holds bytes 0..16 of block k, of the second bytes 16..32.
+#[inline(always)]
+unsafe fn acts_chunk_order(a: *const BlockQ8_0) -> (__m512i, __m512i) {
+    let mut lo = _mm512_castsi128_si512(half(a, 0, 0));
+    let mut hi = _mm512_castsi128_si512(half(a, 0, 16));
+    lo = _mm512_inserti32x4::<1>(lo, half(a, 1, 0));
+    hi = _mm512_inserti32x4::<1>(hi, half(a, 1, 16));
+    lo = _mm512_inserti32x4::<2>(lo, half(a, 2, 0));
+    hi = _mm512_inserti32x4::<2>(hi, half(a, 2, 16));
+    lo = _mm512_inserti32x4::<3>(lo, half(a, 3, 0));
+    hi = _mm512_inserti32x4::<3>(hi, half(a, 3, 16));
+    (lo, hi)
+}
+
+/// Bytes `at..at + 16` of the quants of block `k` at `a`.
+#[inline(always)]
+unsafe fn half(a: *const BlockQ8_0, k: usize, at: usize) -> __m128i {
+    _mm_loadu_si128((*a.add(k)).qs.as_ptr().add(at).cast())
+}
+
+/// The sums of the four 128-bit chunks of `v` (exact), chunk k in lane k.
+#[inline(always)]
+unsafe fn chunk_sums4(v: __m512i) -> __m128i {
+    let v = _mm512_add_epi32(v, _mm512_shuffle_epi32::<0b01_00_11_10>(v));
+    let v = _mm512_add_epi32(v, _mm512_shuffle_epi32::<0b10_11_00_01>(v));
+    let lane0 = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    _mm512_castsi512_si128(_mm512_permutexvar_epi32(lane0, v))
+}
+
 /// Per 128-bit chunk `c`: `[x_c0 + x_c2, y_c0 + y_c2, x_c1 + x_c3, y_c1 + y_c3]` (exact).
 #[inline(always)]
 unsafe fn fold32(x: __m512i, y: __m512i) -> __m512i {
@@ -371,25 +411,36 @@ unsafe fn rows4_step<X>(
     a: &<RowChain<X> as Tile>::Prep,
 ) -> [f32; 4]
 where
-    X: Offset + crate::Block,
+    X: Quad + crate::Block,
 {
     let zero = _mm512_setzero_si512();
-    // Blocks 0, 1 (`v0`) and 2, 3 (`v1`) of each row: lanes 0..8 the first block, 8..16 the
-    // second. (No closures: they would not inherit the target features.)
-    let mut v0 = [zero; 4];
-    let mut v1 = [zero; 4];
-    for r in 0..4 {
-        v0[r] = _mm512_dpbusd_epi32(zero, w[r].0, a.0);
-        v1[r] = _mm512_dpbusd_epi32(zero, w[r].1, a.1);
-    }
-    // Chunk c of `p`: the sums of chunk c of rows 0..4's `v0`; `q` the same of `v1`.
-    let p = fold64(fold32(v0[0], v0[1]), fold32(v0[2], v0[3]));
-    let q = fold64(fold32(v1[0], v1[1]), fold32(v1[2], v1[3]));
-    // Chunks [p0, p2, q0, q2] + [p1, p3, q1, q3]: chunk k holds block k of rows 0..4.
-    let sums = _mm512_add_epi32(
-        _mm512_shuffle_i32x4::<0b10_00_10_00>(p, q),
-        _mm512_shuffle_i32x4::<0b11_01_11_01>(p, q),
-    );
+    // Chunk k of `sums`: block k of rows 0..4. (No closures: they would not inherit the
+    // target features.)
+    let sums = if X::CHUNK_ORDER {
+        // Chunk k of each row's `v`: block k.
+        let mut v = [zero; 4];
+        for r in 0..4 {
+            v[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, w[r].0, a.0), w[r].1, a.1);
+        }
+        fold64(fold32(v[0], v[1]), fold32(v[2], v[3]))
+    } else {
+        // Blocks 0, 1 (`v0`) and 2, 3 (`v1`) of each row: lanes 0..8 the first block, 8..16
+        // the second.
+        let mut v0 = [zero; 4];
+        let mut v1 = [zero; 4];
+        for r in 0..4 {
+            v0[r] = _mm512_dpbusd_epi32(zero, w[r].0, a.0);
+            v1[r] = _mm512_dpbusd_epi32(zero, w[r].1, a.1);
+        }
+        // Chunk c of `p`: the sums of chunk c of rows 0..4's `v0`; `q` the same of `v1`.
+        let p = fold64(fold32(v0[0], v0[1]), fold32(v0[2], v0[3]));
+        let q = fold64(fold32(v1[0], v1[1]), fold32(v1[2], v1[3]));
+        // Chunks [p0, p2, q0, q2] + [p1, p3, q1, q3].
+        _mm512_add_epi32(
+            _mm512_shuffle_i32x4::<0b10_00_10_00>(p, q),
+            _mm512_shuffle_i32x4::<0b11_01_11_01>(p, q),
+        )
+    };
     let per_block = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     let offsets = _mm512_permutexvar_epi32(per_block, _mm512_castsi128_si512(a.2));
     // Σ (x + OFFSET) y - OFFSET Σ y per block: exact in i32.

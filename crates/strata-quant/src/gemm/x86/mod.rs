@@ -13,6 +13,7 @@ mod block_order_avx2;
 mod iq3_xxs_lanes;
 mod iq3_xxs_vbmi;
 mod reduce;
+mod row_quad;
 mod token_lanes;
 
 use super::tile::Job;
