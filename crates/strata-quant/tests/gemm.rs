@@ -142,7 +142,7 @@ const SHAPES: [(usize, usize, usize, usize); 18] = [
     (3, 1, 1, 5),
     // One token over 7 blocks: steps of several blocks and the blocks after them.
     (21, 1, 7, 21),
-    // One token, 11 rows a half: four-row loops, then a two-row loop and the odd last row.
+    // One token, 11 rows a half and the odd last row, over two whole steps and a block.
     (23, 1, 9, 25),
     (4, 4, 2, 4),
     (5, 7, 3, 9),

@@ -96,10 +96,6 @@ pub(crate) trait Tile {
     /// step fit the register file eight tokens at a time (the row is then decoded once for a
     /// whole small batch).
     const FEW_GROUP: usize = 4;
-    /// Rows that one loop of the one-token path ([`few`]) computes together: 2, or 4 for a
-    /// kernel whose [`Tile::step_tile`] reduces four rows' sums at once (two rows from each
-    /// half of the matrix, so the weights still stream as two runs of adjacent rows).
-    const ONE_TOKEN_ROWS: usize = 2;
     /// [`Tile::finish`] of four (row, token) pairs whose rows end on a whole step (no tail
     /// blocks), so a kernel can reduce the four at once.
     ///
@@ -481,21 +477,11 @@ unsafe fn few<K: Tile>(m: &mut Mat<'_, K::W, K::A>, n_rows: usize, n_tok: usize)
     if n_tok == 1 && h > 0 {
         // One token: rows h + i and i in one loop, so their accumulation chains interleave
         // (a kernel with one chain a row, as the block-order formats', is otherwise bound by
-        // its adds' latency); with `ONE_TOKEN_ROWS == 4` also h + i + 1 and i + 1.
-        let mut i = 0;
-        if K::ONE_TOKEN_ROWS == 4 {
-            while i + 2 <= h {
-                prefetch_ahead(wb, i * row_bytes, 2 * row_bytes);
-                prefetch_ahead(wa, i * row_bytes, 2 * row_bytes);
-                one_token_rows::<K, 4>(m, [h + i, h + i + 1, i, i + 1], prep);
-                i += 2;
-            }
-        }
-        while i < h {
+        // its adds' latency).
+        for i in 0..h {
             prefetch_ahead(wb, i * row_bytes, row_bytes);
             prefetch_ahead(wa, i * row_bytes, row_bytes);
-            one_token_rows::<K, 2>(m, [h + i, i], prep);
-            i += 1;
+            one_token_rows::<K>(m, [h + i, i], prep);
         }
         if n_rows - h > h {
             let r = n_rows - 1;
@@ -591,43 +577,39 @@ unsafe fn few_row<K: Tile, const T: usize>(
     }
 }
 
-/// Rows `r` × the one token of a job, its prepared steps read from `prep` (as filled by
-/// [`few`]): [`few_row`] for `N` rows at once (each row's accumulation unchanged).
+/// Rows `r[0]` and `r[1]` × the one token of a job, its prepared steps read from `prep` (as
+/// filled by [`few`]): [`few_row`] for two rows at once (each row's accumulation unchanged).
 ///
 /// # Safety
 /// As for [`few_row`], with one token.
 #[inline(always)]
-unsafe fn one_token_rows<K: Tile, const N: usize>(
+unsafe fn one_token_rows<K: Tile>(
     m: &mut Mat<'_, K::W, K::A>,
-    r: [usize; N],
+    r: [usize; 2],
     prep: *const K::Prep,
 ) {
     let nb = m.nb;
     let n_steps = nb / K::STEP;
-    let mut rows: [&[K::W]; N] = [&[]; N];
-    for (row, &r) in rows.iter_mut().zip(&r) {
-        *row = &m.w[r * nb..(r + 1) * nb];
-    }
-    let mut chains = [[[K::zero(); 1]; N]; 2];
+    let rows: [&[K::W]; 2] = array::from_fn(|i| &m.w[r[i] * nb..(r[i] + 1) * nb]);
+    let mut chains = [[[K::zero(); 1]; 2]; 2];
     for (c, chain) in chains.iter_mut().enumerate().take(K::CHAINS) {
-        let mut acc = [[K::zero(); 1]; N];
+        let mut acc = [[K::zero(); 1]; 2];
         let mut s = c;
         while s < n_steps {
-            // `s·STEP + STEP <= nb`: inside every row.
+            // `s·STEP + STEP <= nb`: inside both rows.
             // No closure decodes: it would not inherit the caller's target features.
-            let mut decoded = [MaybeUninit::<K::Dec>::uninit(); N];
-            for (d, row) in decoded.iter_mut().zip(&rows) {
-                d.write(K::decode(row.as_ptr().add(s * K::STEP)));
-            }
-            let dec: [&K::Dec; N] = array::from_fn(|i| decoded[i].assume_init_ref());
-            K::step_tile::<N, 1>(&mut acc, dec, [&*prep.add(s)]);
+            let dec = [
+                K::decode(rows[0].as_ptr().add(s * K::STEP)),
+                K::decode(rows[1].as_ptr().add(s * K::STEP)),
+            ];
+            K::step_tile::<2, 1>(&mut acc, [&dec[0], &dec[1]], [&*prep.add(s)]);
             s += K::CHAINS;
         }
         *chain = acc;
     }
     let tail = n_steps * K::STEP;
     let tok = &m.a[..nb];
-    for i in 0..N {
+    for i in 0..2 {
         let acc = [chains[0][i][0], chains[1][i][0]];
         m.out[r[i]] = K::finish(acc, &rows[i][tail..], &tok[tail..]);
     }

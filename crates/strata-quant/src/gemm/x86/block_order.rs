@@ -276,9 +276,6 @@ impl<X: Quad + crate::Block> Tile for RowChain<X> {
     const CHAINS: usize = 1;
     /// The preparation (two `vpdpbusd` and a reduction for `OFFSET Σ y`) costs about a step.
     const PREP_ONCE: bool = true;
-    /// Four rows a loop for one token: their 16 block sums reduced and scaled together
-    /// ([`rows4_step`]).
-    const ONE_TOKEN_ROWS: usize = 4;
     /// The biased quants (`x + OFFSET`) of the 4 blocks in [`Quad`]'s order; the 4 `d_x`.
     type Dec = (__m512i, __m512i, __m128);
     /// The activations in the same order; the 4 `OFFSET Σ y`; the 4 `d_y`.
@@ -329,29 +326,6 @@ impl<X: Quad + crate::Block> Tile for RowChain<X> {
         add4_in_order(acc, t)
     }
     #[inline(always)]
-    unsafe fn step_tile<const R: usize, const T: usize>(
-        acc: &mut [[f32; T]; R],
-        w: [&Self::Dec; R],
-        a: [&Self::Prep; T],
-    ) {
-        if R == 4 && T == 1 {
-            let sums = rows4_step::<X>(
-                [acc[0][0], acc[1][0], acc[2][0], acc[3][0]],
-                [w[0], w[1], w[2], w[3]],
-                a[0],
-            );
-            for (i, s) in sums.into_iter().enumerate() {
-                acc[i][0] = s;
-            }
-            return;
-        }
-        for i in 0..R {
-            for j in 0..T {
-                acc[i][j] = Self::step(acc[i][j], w[i], a[j]);
-            }
-        }
-    }
-    #[inline(always)]
     unsafe fn finish(acc: [f32; 2], w: &[X], a: &[BlockQ8_0]) -> f32 {
         symmetric_from(acc[0], w, a)
     }
@@ -385,80 +359,6 @@ unsafe fn chunk_sums4(v: __m512i) -> __m128i {
     let v = _mm512_add_epi32(v, _mm512_shuffle_epi32::<0b10_11_00_01>(v));
     let lane0 = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     _mm512_castsi512_si128(_mm512_permutexvar_epi32(lane0, v))
-}
-
-/// Per 128-bit chunk `c`: `[x_c0 + x_c2, y_c0 + y_c2, x_c1 + x_c3, y_c1 + y_c3]` (exact).
-#[inline(always)]
-unsafe fn fold32(x: __m512i, y: __m512i) -> __m512i {
-    _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y))
-}
-
-/// Of two [`fold32`] results `(x, y)` and `(u, v)`: per chunk `c` the chunk sums
-/// `[Σ x_c, Σ y_c, Σ u_c, Σ v_c]` (exact).
-#[inline(always)]
-unsafe fn fold64(xy: __m512i, uv: __m512i) -> __m512i {
-    _mm512_add_epi32(_mm512_unpacklo_epi64(xy, uv), _mm512_unpackhi_epi64(xy, uv))
-}
-
-/// [`RowChain::step`] of four rows against one token at once: the same block sums, terms
-/// and in-order adds per row (the same bits), with the 16 blocks' reduction, offsets and
-/// scales taken in shared registers (lane `4k + r`: block `k` of row `r`) instead of four
-/// times [`block_sums4`] and per-row scalar work.
-#[inline(always)]
-unsafe fn rows4_step<X>(
-    acc: [f32; 4],
-    w: [&<RowChain<X> as Tile>::Dec; 4],
-    a: &<RowChain<X> as Tile>::Prep,
-) -> [f32; 4]
-where
-    X: Quad + crate::Block,
-{
-    let zero = _mm512_setzero_si512();
-    // Chunk k of `sums`: block k of rows 0..4. (No closures: they would not inherit the
-    // target features.)
-    let sums = if X::CHUNK_ORDER {
-        // Chunk k of each row's `v`: block k.
-        let mut v = [zero; 4];
-        for r in 0..4 {
-            v[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, w[r].0, a.0), w[r].1, a.1);
-        }
-        fold64(fold32(v[0], v[1]), fold32(v[2], v[3]))
-    } else {
-        // Blocks 0, 1 (`v0`) and 2, 3 (`v1`) of each row: lanes 0..8 the first block, 8..16
-        // the second.
-        let mut v0 = [zero; 4];
-        let mut v1 = [zero; 4];
-        for r in 0..4 {
-            v0[r] = _mm512_dpbusd_epi32(zero, w[r].0, a.0);
-            v1[r] = _mm512_dpbusd_epi32(zero, w[r].1, a.1);
-        }
-        // Chunk c of `p`: the sums of chunk c of rows 0..4's `v0`; `q` the same of `v1`.
-        let p = fold64(fold32(v0[0], v0[1]), fold32(v0[2], v0[3]));
-        let q = fold64(fold32(v1[0], v1[1]), fold32(v1[2], v1[3]));
-        // Chunks [p0, p2, q0, q2] + [p1, p3, q1, q3].
-        _mm512_add_epi32(
-            _mm512_shuffle_i32x4::<0b10_00_10_00>(p, q),
-            _mm512_shuffle_i32x4::<0b11_01_11_01>(p, q),
-        )
-    };
-    let per_block = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    let offsets = _mm512_permutexvar_epi32(per_block, _mm512_castsi128_si512(a.2));
-    // Σ (x + OFFSET) y - OFFSET Σ y per block: exact in i32.
-    let sums = _mm512_sub_epi32(sums, offsets);
-    // d_x: rows' [d0..d4] side by side, then transposed to lane 4k + r.
-    let dx = _mm512_insertf32x4::<1>(_mm512_castps128_ps512(w[0].2), w[1].2);
-    let dx = _mm512_insertf32x4::<3>(_mm512_insertf32x4::<2>(dx, w[2].2), w[3].2);
-    let by_block = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    let dx = _mm512_permutexvar_ps(by_block, dx);
-    let dy = _mm512_permutexvar_ps(per_block, _mm512_castps128_ps512(a.3));
-    let t = _mm512_mul_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(dx, dy));
-    // The reference's order per row: block 0, 1, 2, 3.
-    let mut acc = _mm_setr_ps(acc[0], acc[1], acc[2], acc[3]);
-    acc = _mm_add_ps(acc, _mm512_castps512_ps128(t));
-    acc = _mm_add_ps(acc, _mm512_extractf32x4_ps::<1>(t));
-    acc = _mm_add_ps(acc, _mm512_extractf32x4_ps::<2>(t));
-    acc = _mm_add_ps(acc, _mm512_extractf32x4_ps::<3>(t));
-    std::mem::transmute::<__m128, [f32; 4]>(acc)
 }
 
 // ---- Tokens in lanes ----
