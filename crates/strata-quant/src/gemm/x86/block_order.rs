@@ -288,20 +288,21 @@ impl<X: Quad + crate::Block> Tile for RowChain<X> {
     }
     #[inline(always)]
     unsafe fn prep(a: *const BlockQ8_0) -> Self::Prep {
-        let y0 = act_pair(&*a, &*a.add(1));
-        let y1 = act_pair(&*a.add(2), &*a.add(3));
         // OFFSET as a u8 (128 for -128).
         let off = _mm512_set1_epi8(X::OFFSET);
         let zero = _mm512_setzero_si512();
+        let dy = halves4(a.cast(), size_of::<BlockQ8_0>());
+        if X::CHUNK_ORDER {
+            let (lo, hi) = acts_chunk_order(a);
+            let o = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, off, lo), off, hi);
+            return (lo, hi, chunk_sums4(o), dy);
+        }
+        let y0 = act_pair(&*a, &*a.add(1));
+        let y1 = act_pair(&*a.add(2), &*a.add(3));
         let offsets = block_sums4(
             _mm512_dpbusd_epi32(zero, off, y0),
             _mm512_dpbusd_epi32(zero, off, y1),
         );
-        let dy = halves4(a.cast(), size_of::<BlockQ8_0>());
-        if X::CHUNK_ORDER {
-            let (lo, hi) = acts_chunk_order(a);
-            return (lo, hi, offsets, dy);
-        }
         (y0, y1, offsets, dy)
     }
     #[inline(always)]

@@ -18,9 +18,8 @@
 use std::arch::x86_64::*;
 
 use crate::dot::x86::avx2::legacy::halves4;
-use crate::dot::x86::avx512::legacy::Offset;
+use crate::dot::x86::avx512::legacy::{iq4_nl_biased_table, Offset};
 use crate::iq4::BlockIQ4_NL;
-use crate::iq_tables::KVALUES_IQ4NL;
 use crate::legacy::{BlockQ4_0, BlockQ5_0, BlockQ8_0};
 
 /// [`Offset`] with four blocks at once, in the order [`Quad::CHUNK_ORDER`] names.
@@ -119,12 +118,7 @@ impl Quad for BlockIQ4_NL {
     #[inline(always)]
     unsafe fn biased_quad(w: *const Self) -> (__m512i, __m512i, __m128) {
         let (lo, hi, d) = nibbles9(w);
-        // The codes' values, biased by 128 (as `Offset::biased_pair`).
-        let table = _mm_xor_si128(
-            _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()),
-            _mm_set1_epi8(-128),
-        );
-        let table = _mm512_broadcast_i32x4(table);
+        let table = iq4_nl_biased_table();
         (
             _mm512_shuffle_epi8(table, lo),
             _mm512_shuffle_epi8(table, hi),

@@ -99,15 +99,22 @@ impl Offset for BlockQ8_0 {
     }
 }
 
+/// IQ4_NL's 16 values biased by 128 (`x + OFFSET` as u8), in every 128-bit chunk: the
+/// `vpshufb` table that maps codes to biased weights.
+#[inline(always)]
+pub(crate) unsafe fn iq4_nl_biased_table() -> __m512i {
+    let table = _mm_xor_si128(
+        _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()),
+        _mm_set1_epi8(-128),
+    );
+    _mm512_broadcast_i32x4(table)
+}
+
 impl Offset for BlockIQ4_NL {
     const OFFSET: i8 = -128;
     #[inline(always)]
     unsafe fn biased_pair(a: &Self, b: &Self) -> __m512i {
-        let table = _mm_xor_si128(
-            _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()),
-            _mm_set1_epi8(-128),
-        );
-        _mm512_shuffle_epi8(_mm512_broadcast_i32x4(table), nibbles_pair(&a.qs, &b.qs))
+        _mm512_shuffle_epi8(iq4_nl_biased_table(), nibbles_pair(&a.qs, &b.qs))
     }
 }
 
