@@ -7,7 +7,8 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 
-use super::super::tile::{run, Job, Tile};
+use super::super::tile::{run, Job, Tile, FEW_MAX};
+use super::affine_quad_avx2::AffineQuad;
 use super::block_order_avx2;
 use crate::dot::x86::avx2::iq2::nibble_scales;
 use crate::dot::x86::avx2::iq3::iq3_s_indices;
@@ -39,6 +40,8 @@ pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
         T::Q5_0 => block_order_avx2::gemm::<BlockQ5_0, M>(job),
         T::Q8_0 => block_order_avx2::gemm::<BlockQ8_0, M>(job),
         T::IQ4_NL => block_order_avx2::gemm::<BlockIQ4_NL, M>(job),
+        T::Q4_1 if job.n_tok <= FEW_MAX => run::<AffineQuad<BlockQ4_1, M>, 1, 4>(job),
+        T::Q5_1 if job.n_tok <= FEW_MAX => run::<AffineQuad<BlockQ5_1, M>, 1, 4>(job),
         T::Q4_1 => run::<AffineTile<BlockQ4_1, M>, 3, 2>(job),
         T::Q5_1 => run::<AffineTile<BlockQ5_1, M>, 3, 2>(job),
         T::Q4_K => run::<Q4K<M>, 4, 2>(job),

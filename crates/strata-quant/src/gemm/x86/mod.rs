@@ -6,6 +6,7 @@
 //! reduction): a change to such a kernel needs the same change to its tile here, or
 //! tests/gemm.rs fails (bit-identity per path).
 
+mod affine_quad_avx2;
 mod avx2;
 mod avx512;
 mod block_order;

@@ -42,6 +42,23 @@ pub(crate) trait Signed {
 pub(crate) trait Affine {
     /// The 32 quants as u8 lanes, in element order.
     unsafe fn quants(&self) -> __m256i;
+    /// The quants of two blocks in split order, each 128-bit half one block's half:
+    /// (`[a 0..16, b 0..16]`, `[a 16..32, b 16..32]`) as u8 lanes, so each register is one
+    /// load of both blocks' packed bytes, shifted or not (no shuffle across halves).
+    unsafe fn quants_pair_split(a: &Self, b: &Self) -> (__m256i, __m256i);
+}
+
+/// The nibbles of two legacy blocks in split order: (low nibbles of `a` then of `b`, high
+/// nibbles of `a` then of `b`), 16 bytes each half.
+#[inline(always)]
+unsafe fn nibbles_pair_split(a: &[u8; 16], b: &[u8; 16]) -> (__m256i, __m256i) {
+    let q = _mm256_castsi128_si256(_mm_loadu_si128(a.as_ptr().cast()));
+    let q = _mm256_inserti128_si256::<1>(q, _mm_loadu_si128(b.as_ptr().cast()));
+    let low = _mm256_set1_epi8(0x0f);
+    (
+        _mm256_and_si256(q, low),
+        _mm256_and_si256(_mm256_srli_epi16::<4>(q), low),
+    )
 }
 
 impl Signed for BlockQ4_0 {
@@ -98,6 +115,10 @@ impl Affine for BlockQ4_1 {
     unsafe fn quants(&self) -> __m256i {
         nibbles32(&self.qs)
     }
+    #[inline(always)]
+    unsafe fn quants_pair_split(a: &Self, b: &Self) -> (__m256i, __m256i) {
+        nibbles_pair_split(&a.qs, &b.qs)
+    }
 }
 
 impl Affine for BlockQ5_1 {
@@ -106,6 +127,23 @@ impl Affine for BlockQ5_1 {
         let high = _mm256_and_si256(bytes_from_bits(self.qh), _mm256_set1_epi8(0x10));
         _mm256_or_si256(nibbles32(&self.qs), high)
     }
+    #[inline(always)]
+    unsafe fn quants_pair_split(a: &Self, b: &Self) -> (__m256i, __m256i) {
+        let (low, high) = nibbles_pair_split(&a.qs, &b.qs);
+        // Fifth bits of elements 0..16 of a then b, and of elements 16..32 of a then b.
+        let (ha, hb) = (u32::from_le_bytes(a.qh), u32::from_le_bytes(b.qh));
+        let bits_low = (ha & 0xffff) | hb << 16;
+        let bits_high = ha >> 16 | (hb & 0xffff_0000);
+        (with_fifth(low, bits_low), with_fifth(high, bits_high))
+    }
+}
+
+/// `n` with 0x10 added to byte `j` where bit `j` of `bits` is set (`n`'s bytes below 16). A
+/// function, not a closure: a closure would not inherit the target features.
+#[inline(always)]
+unsafe fn with_fifth(n: __m256i, bits: u32) -> __m256i {
+    let fifth = _mm256_and_si256(bytes_from_bits(bits.to_le_bytes()), _mm256_set1_epi8(0x10));
+    _mm256_or_si256(n, fifth)
 }
 
 /// The exact i32 partial sums of one signed block's `Σ x y`: 8 lanes that add up to it.
@@ -216,7 +254,7 @@ unsafe fn symmetric<X: Signed, M: IntDot>(x: &[X], y: &[BlockQ8_0]) -> f32 {
 
 /// `acc + d_x d_y · Σ q y` for one affine block, and `acc_m + m_x s_y` in lane 1 of `acc_m`.
 #[inline(always)]
-unsafe fn affine_block<X: Affine, M: IntDot>(
+pub(crate) unsafe fn affine_block<X: Affine, M: IntDot>(
     x: &X,
     y: &BlockQ8_1,
     acc: __m256,

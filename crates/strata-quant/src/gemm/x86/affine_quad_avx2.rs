@@ -1,0 +1,117 @@
+//! AVX2 and AVX-VNNI Q4_1 and Q5_1 for a few tokens (decode): the two FMA chains of
+//! `AffineTile` (even blocks into one accumulator, odd into the other, `dot/x86/avx2/legacy.rs`)
+//! as one step of four blocks.
+//!
+//! `AffineTile` decodes each block into element order (a cross-half insert per block) and
+//! multiplies and broadcasts each block's scales on its own. Here two blocks share each
+//! register in split order ([`Affine::quants_pair_split`]: one load of both blocks' packed
+//! bytes, shifted or not), the activations are prepared once per token in the same order, and
+//! the four blocks' `d`/`m` products take one multiply. The accumulators are kept in the same
+//! split order: `low` holds chain 0's lanes 0..4 and chain 1's lanes 0..4, `high` their lanes
+//! 4..8. Each lane then does the same integer sum and the same FMAs in the same order as the
+//! lane of `AffineTile` it stands for, and [`Tile::finish`] puts the lanes back before the
+//! kernel's reduction: the same bits (tests/gemm.rs compares every path with its `vec_dot`).
+
+use std::arch::x86_64::*;
+use std::marker::PhantomData;
+use std::mem::size_of;
+
+use super::super::tile::Tile;
+use crate::dot::x86::avx2::legacy::{affine_block, Affine};
+use crate::dot::x86::{hsum_ps, IntDot};
+use crate::legacy::BlockQ8_1;
+
+/// Q4_1 and Q5_1 against Q8_1, four blocks a step: blocks 0 and 2 of the step go to chain 0,
+/// 1 and 3 to chain 1, as in `AffineTile` (one block a step, two chains).
+pub(super) struct AffineQuad<X, M>(PhantomData<(X, M)>);
+
+impl<X: Affine + crate::Block, M: IntDot> Tile for AffineQuad<X, M> {
+    type W = X;
+    type A = BlockQ8_1;
+    const STEP: usize = 4;
+    const CHAINS: usize = 1;
+    const ONE_TOKEN: bool = true;
+    /// Quants of blocks 0, 1 (low halves, high halves) and 2, 3; `[d0, m0, .., d3, m3]`.
+    type Dec = ([__m256i; 4], __m256);
+    /// Activations in the same order; `[d0, s0, .., d3, s3]`.
+    type Prep = ([__m256i; 4], __m256);
+    /// The split-order accumulators `low`, `high`; the minimum terms (lane 1: chain 0's,
+    /// lane 3: chain 1's).
+    type Acc = (__m256, __m256, __m128);
+
+    #[inline(always)]
+    unsafe fn decode(w: *const X) -> Self::Dec {
+        let (l01, h01) = X::quants_pair_split(&*w, &*w.add(1));
+        let (l23, h23) = X::quants_pair_split(&*w.add(2), &*w.add(3));
+        ([l01, h01, l23, h23], halves8(w.cast(), size_of::<X>()))
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_1) -> Self::Prep {
+        let (l01, h01) = acts_pair_split(a);
+        let (l23, h23) = acts_pair_split(a.add(2));
+        (
+            [l01, h01, l23, h23],
+            halves8(a.cast(), size_of::<BlockQ8_1>()),
+        )
+    }
+    #[inline(always)]
+    unsafe fn zero() -> Self::Acc {
+        (_mm256_setzero_ps(), _mm256_setzero_ps(), _mm_setzero_ps())
+    }
+    #[inline(always)]
+    unsafe fn step(acc: Self::Acc, w: &Self::Dec, a: &Self::Prep) -> Self::Acc {
+        let zero = _mm256_setzero_si256();
+        // [d0 d0', m0 s0, d1 d1', m1 s1, d2 d2', .., m3 s3]: each `AffineTile` step's lanes 0, 1.
+        let scales = _mm256_mul_ps(w.1, a.1);
+        let s01 = _mm256_permutevar8x32_ps(scales, _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
+        let s23 = _mm256_permutevar8x32_ps(scales, _mm256_setr_epi32(4, 4, 4, 4, 6, 6, 6, 6));
+        // No closure: it would not inherit the target features.
+        let mut sums = [_mm256_setzero_ps(); 4];
+        for (k, sum) in sums.iter_mut().enumerate() {
+            *sum = _mm256_cvtepi32_ps(M::dot_u8i8(zero, w.0[k], a.0[k]));
+        }
+        let low = _mm256_fmadd_ps(s01, sums[0], acc.0);
+        let high = _mm256_fmadd_ps(s01, sums[1], acc.1);
+        let low = _mm256_fmadd_ps(s23, sums[2], low);
+        let high = _mm256_fmadd_ps(s23, sums[3], high);
+        // Chain 0 adds m0 s0 then m2 s2 (lane 1), chain 1 m1 s1 then m3 s3 (lane 3).
+        let mins = _mm_add_ps(acc.2, _mm256_castps256_ps128(scales));
+        let mins = _mm_add_ps(mins, _mm256_extractf128_ps::<1>(scales));
+        (low, high, mins)
+    }
+    #[inline(always)]
+    unsafe fn finish(acc: [Self::Acc; 2], w: &[X], a: &[BlockQ8_1]) -> f32 {
+        let (low, high, mins) = acc[0];
+        // Back to `AffineTile`'s two chains: lanes 0..4 from `low`, 4..8 from `high`.
+        let mut chains = [
+            _mm256_permute2f128_ps::<0x20>(low, high),
+            _mm256_permute2f128_ps::<0x31>(low, high),
+        ];
+        // Their minimum terms in lane 1 of each.
+        let mut chain_mins = [mins, _mm_movehl_ps(mins, mins)];
+        // Blocks after the whole steps alternate from chain 0, as in `AffineTile`.
+        for (k, (x, y)) in w.iter().zip(a).enumerate() {
+            (chains[k % 2], chain_mins[k % 2]) =
+                affine_block::<X, M>(x, y, chains[k % 2], chain_mins[k % 2]);
+        }
+        let mins = _mm_add_ps(chain_mins[0], chain_mins[1]);
+        hsum_ps(_mm256_add_ps(chains[0], chains[1])) + _mm_cvtss_f32(_mm_movehdup_ps(mins))
+    }
+}
+
+/// The first 4 bytes (two f16) of four blocks `size` bytes apart from `p`, as 8 f32.
+#[inline(always)]
+unsafe fn halves8(p: *const u8, size: usize) -> __m256 {
+    let h = |k: usize| p.add(k * size).cast::<i32>().read_unaligned();
+    _mm256_cvtph_ps(_mm_setr_epi32(h(0), h(1), h(2), h(3)))
+}
+
+/// The quants of activation blocks `a`, `a + 1` in [`Affine::quants_pair_split`]'s order:
+/// (`[a 0..16, b 0..16]`, `[a 16..32, b 16..32]`).
+#[inline(always)]
+unsafe fn acts_pair_split(a: *const BlockQ8_1) -> (__m256i, __m256i) {
+    let (x, y) = ((*a).qs.as_ptr(), (*a.add(1)).qs.as_ptr());
+    let (x0, x1) = (_mm_loadu_si128(x.cast()), _mm_loadu_si128(x.add(16).cast()));
+    let (y0, y1) = (_mm_loadu_si128(y.cast()), _mm_loadu_si128(y.add(16).cast()));
+    (_mm256_set_m128i(y0, x0), _mm256_set_m128i(y1, x1))
+}
