@@ -243,9 +243,11 @@ fn gemm_matches_vec_dot_on_model_sized_rows() {
                 continue;
             }
             let w = weight_rows(&mut rng, ty, 6, n, Weights::Random);
-            // One token (decode); 5 tokens: a small batch; 130: tiles (for AVX-512's
-            // block-order formats, two passes over the rows with 16 tokens in the lanes).
-            for n_tok in [1, 5, 130] {
+            // One token (decode); 5 tokens: a small batch; 8 tokens: a small batch whose
+            // prepared activations outgrow the few-token scratch at 4096 columns (the tile
+            // loop instead); 130: tiles (for AVX-512's block-order formats, two passes over
+            // the rows with 16 tokens in the lanes).
+            for n_tok in [1, 5, 8, 130] {
                 let acts = act_rows(&mut rng, ty, n_tok, n, 0);
                 for &path in &paths {
                     check(
