@@ -17,7 +17,7 @@ use std::marker::PhantomData;
 use std::mem::size_of;
 
 use super::super::tile::Tile;
-use crate::dot::x86::avx2::legacy::{affine_block, Affine};
+use crate::dot::x86::avx2::legacy::{affine_block, halves_pairs4, Affine};
 use crate::dot::x86::{hsum_ps, IntDot};
 use crate::legacy::BlockQ8_1;
 
@@ -43,7 +43,10 @@ impl<X: Affine + crate::Block, M: IntDot> Tile for AffineQuad<X, M> {
     unsafe fn decode(w: *const X) -> Self::Dec {
         let (l01, h01) = X::quants_pair_split(&*w, &*w.add(1));
         let (l23, h23) = X::quants_pair_split(&*w.add(2), &*w.add(3));
-        ([l01, h01, l23, h23], halves8(w.cast(), size_of::<X>()))
+        (
+            [l01, h01, l23, h23],
+            halves_pairs4(w.cast(), size_of::<X>()),
+        )
     }
     #[inline(always)]
     unsafe fn prep(a: *const BlockQ8_1) -> Self::Prep {
@@ -51,7 +54,7 @@ impl<X: Affine + crate::Block, M: IntDot> Tile for AffineQuad<X, M> {
         let (l23, h23) = acts_pair_split(a.add(2));
         (
             [l01, h01, l23, h23],
-            halves8(a.cast(), size_of::<BlockQ8_1>()),
+            halves_pairs4(a.cast(), size_of::<BlockQ8_1>()),
         )
     }
     #[inline(always)]
@@ -97,13 +100,6 @@ impl<X: Affine + crate::Block, M: IntDot> Tile for AffineQuad<X, M> {
         let mins = _mm_add_ps(chain_mins[0], chain_mins[1]);
         hsum_ps(_mm256_add_ps(chains[0], chains[1])) + _mm_cvtss_f32(_mm_movehdup_ps(mins))
     }
-}
-
-/// The first 4 bytes (two f16) of four blocks `size` bytes apart from `p`, as 8 f32.
-#[inline(always)]
-unsafe fn halves8(p: *const u8, size: usize) -> __m256 {
-    let h = |k: usize| p.add(k * size).cast::<i32>().read_unaligned();
-    _mm256_cvtph_ps(_mm_setr_epi32(h(0), h(1), h(2), h(3)))
 }
 
 /// The quants of activation blocks `a`, `a + 1` in [`Affine::quants_pair_split`]'s order:

@@ -138,16 +138,6 @@ impl<X: AffineTail> Tile for AffinePair<X> {
     }
 }
 
-/// The f16 fields at the starts of four blocks `size` bytes apart, as f32:
-/// `[a0, a1, b0, b1, c0, c1, d0, d1]` (`d` then `m` or `s` of each block).
-#[inline(always)]
-unsafe fn halves_quad(p: *const u8, size: usize) -> __m256 {
-    let h = |k: usize| _mm_cvtsi32_si128(p.add(k * size).cast::<i32>().read_unaligned());
-    let ab = _mm_unpacklo_epi32(h(0), h(1));
-    let cd = _mm_unpacklo_epi32(h(2), h(3));
-    _mm256_cvtph_ps(_mm_unpacklo_epi64(ab, cd))
-}
-
 /// The quants of activation blocks `a`, `a + 1` in [`Affine::quants_pair_split`]'s order:
 /// qwords `[a 0, a 1, b 0, b 1, a 2, a 3, b 2, b 3]` (each block's first 16 bytes, then their
 /// last 16). A function, not a closure: a closure would not inherit the target features.
@@ -184,7 +174,7 @@ impl<X: AffineTail> Tile for AffineQuad<X> {
         (
             X::quants_pair_split(&*w, &*w.add(1)),
             X::quants_pair_split(&*w.add(2), &*w.add(3)),
-            halves_quad(w.cast(), size_of::<X>()),
+            avx2::halves_pairs4(w.cast(), size_of::<X>()),
         )
     }
     #[inline(always)]
@@ -192,7 +182,7 @@ impl<X: AffineTail> Tile for AffineQuad<X> {
         (
             acts_pair_split(a),
             acts_pair_split(a.add(2)),
-            halves_quad(a.cast(), size_of::<BlockQ8_1>()),
+            avx2::halves_pairs4(a.cast(), size_of::<BlockQ8_1>()),
         )
     }
     #[inline(always)]

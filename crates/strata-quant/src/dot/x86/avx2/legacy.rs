@@ -130,12 +130,18 @@ impl Affine for BlockQ5_1 {
     #[inline(always)]
     unsafe fn quants_pair_split(a: &Self, b: &Self) -> (__m256i, __m256i) {
         let (low, high) = nibbles_pair_split(&a.qs, &b.qs);
-        // Fifth bits of elements 0..16 of a then b, and of elements 16..32 of a then b.
-        let (ha, hb) = (u32::from_le_bytes(a.qh), u32::from_le_bytes(b.qh));
-        let bits_low = (ha & 0xffff) | hb << 16;
-        let bits_high = ha >> 16 | (hb & 0xffff_0000);
+        let (bits_low, bits_high) = fifth_bits_split(a.qh, b.qh);
         (with_fifth(low, bits_low), with_fifth(high, bits_high))
     }
+}
+
+/// The fifth bits of two Q5_0/Q5_1 blocks (`qh`, bit `j` for element `j`) in split order:
+/// (elements 0..16 of `a` then of `b`, elements 16..32 of `a` then of `b`), bit `j` for
+/// byte `j` of the split-order register.
+#[inline(always)]
+pub(crate) fn fifth_bits_split(a: [u8; 4], b: [u8; 4]) -> (u32, u32) {
+    let (ha, hb) = (u32::from_le_bytes(a), u32::from_le_bytes(b));
+    ((ha & 0xffff) | hb << 16, ha >> 16 | (hb & 0xffff_0000))
 }
 
 /// `n` with 0x10 added to byte `j` where bit `j` of `bits` is set (`n`'s bytes below 16). A
@@ -182,6 +188,14 @@ pub(crate) unsafe fn block_d<T>(block: &T) -> f32 {
     let half = block_ptr(block).cast::<u16>().read_unaligned();
     // F16C: the integer conversion's float multiply is slow on subnormal results.
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(half as i32)))
+}
+
+/// The two f16 fields at the starts of four blocks `size` bytes apart, as f32 (exact):
+/// `[a0, a1, b0, b1, c0, c1, d0, d1]` (`d` then `m` or `s` of each block).
+#[inline(always)]
+pub(crate) unsafe fn halves_pairs4(p: *const u8, size: usize) -> __m256 {
+    let h = |k: usize| p.add(k * size).cast::<i32>().read_unaligned();
+    _mm256_cvtph_ps(_mm_setr_epi32(h(0), h(1), h(2), h(3)))
 }
 
 /// The f16 fields at the starts of 4 blocks `size` bytes apart, as f32 (exact).

@@ -215,12 +215,8 @@ impl Affine for BlockQ5_1 {
     #[inline(always)]
     unsafe fn quants_pair_split(a: &Self, b: &Self) -> __m512i {
         let nib = nibbles_pair_split(&a.qs, &b.qs);
-        let (ha, hb) = (
-            u32::from_le_bytes(a.qh) as u64,
-            u32::from_le_bytes(b.qh) as u64,
-        );
-        let (lo, hi) = (0xffff, 0xffff_0000);
-        let mask = (ha & lo) | (hb & lo) << 16 | (ha & hi) << 16 | (hb & hi) << 32;
+        let (low, high) = avx2::fifth_bits_split(a.qh, b.qh);
+        let mask = low as u64 | (high as u64) << 32;
         _mm512_mask_add_epi8(nib, mask, nib, _mm512_set1_epi8(0x10))
     }
 }
