@@ -113,11 +113,14 @@ fn bench_gemm(c: &mut Criterion) {
     }
 }
 
-/// The best path, and plain AVX2 (most client CPUs' path) where that is another.
+/// The best path, then AVX-VNNI (Intel's client cores) and plain AVX2 (AMD's client cores
+/// before Zen 4) where those are others.
 fn best_and_avx2() -> Vec<Isa> {
     let mut isas = vec![Isa::best()];
-    if Isa::best() != Isa::Avx2 && Isa::Avx2.is_available() {
-        isas.push(Isa::Avx2);
+    for isa in [Isa::AvxVnni, Isa::Avx2] {
+        if Isa::best() != isa && isa.is_available() {
+            isas.push(isa);
+        }
     }
     isas
 }

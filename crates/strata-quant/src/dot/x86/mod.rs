@@ -30,12 +30,34 @@ pub(crate) trait IntDot {
     /// register of every row and every token live at a time, where pair-by-pair sums would
     /// keep a row's or a token's eight registers live at once (more than AVX2's sixteen, so
     /// they spill). `R = T = 1` is one pair's sum.
+    ///
+    /// A tile of fewer than [`SPLIT_CHAINS_BELOW`] pairs (decode: two rows, one token) sums
+    /// each pair's even and odd registers in two chains added at the end: a VNNI instruction's
+    /// 5-cycle latency would otherwise bind eight dependent ones a block. Integer sums are
+    /// exact in any order, so the lanes are the same.
     #[inline(always)]
     unsafe fn sum8_u8i8_tile<const R: usize, const T: usize>(
         a: [&[__m256i; 8]; R],
         b: [&[__m256i; 8]; T],
     ) -> [[__m256i; T]; R] {
         let mut acc = [[_mm256_setzero_si256(); T]; R];
+        if R * T < SPLIT_CHAINS_BELOW {
+            let mut odd = [[_mm256_setzero_si256(); T]; R];
+            for r in (0..8).step_by(2) {
+                for i in 0..R {
+                    for j in 0..T {
+                        acc[i][j] = Self::dot_u8i8(acc[i][j], a[i][r], b[j][r]);
+                        odd[i][j] = Self::dot_u8i8(odd[i][j], a[i][r + 1], b[j][r + 1]);
+                    }
+                }
+            }
+            for i in 0..R {
+                for j in 0..T {
+                    acc[i][j] = _mm256_add_epi32(acc[i][j], odd[i][j]);
+                }
+            }
+            return acc;
+        }
         for r in 0..8 {
             for i in 0..R {
                 for j in 0..T {
@@ -54,6 +76,11 @@ pub(crate) trait IntDot {
     /// VNNI instructions sum in 32 bits and do not.
     const SATURATES: bool = false;
 }
+
+/// Pairs from which [`IntDot::sum8_u8i8_tile`] keeps one chain a pair: from 4 pairs the
+/// tile's independent chains cover the VNNI latency, and twice as many accumulators would
+/// not fit AVX2's sixteen registers beside the operands.
+pub(crate) const SPLIT_CHAINS_BELOW: usize = 4;
 
 /// AVX2 without VNNI.
 pub(crate) struct Madd;
