@@ -48,10 +48,26 @@ const fn token_lanes_min<X: Signed, M: IntDot>() -> usize {
     }
 }
 
+/// Tokens after the last whole group of 8 that run one row at a time rather than as a last,
+/// partial group in the lanes. A row's decoded blocks meet every group (`token_lanes::run`),
+/// so a partial group costs only its products: in the biased form that beats one row at a
+/// time from 2 tokens, in the costlier sign form only from [`token_lanes_min`]. Criterion on
+/// an Intel Xeon (one core, `expert/*/gemm/*/10`, 512 × 2048, G products/s; seventeenth
+/// session, BENCHMARKS.md), the 2-token tail one row at a time → in the lanes: AVX-VNNI Q5_0
+/// 55.9, 54.4 → 66.0, 66.9, Q8_0 67.6, 58.7 → 72.7, 71.6, IQ4_NL 62.4, 62.6 → 73.4, 72.0;
+/// plain AVX2 Q5_0 49.2, 49.1 → 54.7, 56.3, but the sign form's Q8_0 45.4, 44.2 → 37.8, 37.2.
+const fn tails_max<X: Signed, M: IntDot>() -> usize {
+    if biased_form::<X, M>() {
+        1
+    } else {
+        token_lanes_min::<X, M>() - 1
+    }
+}
+
 /// `job` in block order: one row at a time below [`token_lanes_min`] tokens, tokens in lanes
 /// from there (the tokens after the last whole group of 8 one row at a time too when they
-/// are fewer than that: [`token_lanes::split_tail`]). `true`: every entry written (one token
-/// included).
+/// are at most [`tails_max`]: [`token_lanes::split_tail`]). `true`: every entry written (one
+/// token included).
 ///
 /// # Safety
 /// AVX2, FMA, F16C and `M`'s instructions are available; `gemm` checked the lengths.
@@ -61,7 +77,7 @@ pub(super) unsafe fn gemm<X: Signed + crate::Block, M: IntDot>(job: Job<'_>) -> 
     if job.n_tok < min {
         return run::<RowChain<X, M>, 1, 4>(job);
     }
-    let (lanes, tail) = token_lanes::split_tail(job, 8, 1..min);
+    let (lanes, tail) = token_lanes::split_tail(job, 8, 1..tails_max::<X, M>() + 1);
     token_lanes::run::<Lanes8<X, M>, 4>(lanes);
     if let Some(tail) = tail {
         let written = run::<RowChain<X, M>, 1, 4>(tail);

@@ -473,24 +473,27 @@ impl TokenLanes for Lanes16 {
 
 // ---- 256-bit VNNI (AVX-VNNI) ----
 
-/// `job` on a 256-bit path with VNNI (`M::SATURATES` false): [`PairChain`] on the 256-bit lattice tile below
-/// [`TOKEN_LANES_MIN`] tokens, [`Lanes8`] from there; `false` for one token.
+/// Tokens from which a job on a 256-bit VNNI path runs with tokens in the lanes.
+///
+/// A row's decoded blocks meet every group of 8 tokens (`token_lanes::run`), so a partial
+/// group costs only its products, not the lattice lookups: criterion on an Intel Xeon
+/// (AVX-VNNI, one core, `expert/IQ3_XXS/gemm/avxvnni`, 512 × 2048, G products/s), 10 tokens
+/// 33.9, 33.2 with the 2-token tail through [`PairChain`], 48.0, 48.7 in the lanes (seventeenth
+/// session, BENCHMARKS.md); [`PairChain`] for 4 tokens 21.6 against 26.8 from 8 tokens' cost.
+const LANES256_MIN: usize = 3;
+
+/// `job` on a 256-bit path with VNNI (`M::SATURATES` false): [`PairChain`] on the 256-bit
+/// lattice tile below [`LANES256_MIN`] tokens, [`Lanes8`] from there (a last group of fewer
+/// than 8 tokens included); `false` for one token.
 ///
 /// # Safety
 /// AVX2, FMA, F16C and `M`'s instructions are available; `gemm` checked the lengths.
 #[inline(always)]
 pub(super) unsafe fn gemm256<M: IntDot>(job: Job<'_>) -> bool {
-    if job.n_tok < TOKEN_LANES_MIN {
+    if job.n_tok < LANES256_MIN {
         return run::<PairChain<Lattice256<M>>, 2, 4>(job);
     }
-    // 2 to 5 tokens after the last whole group of 8 take `PairChain` (which leaves one token
-    // to the caller, so a one-token tail stays in the lanes).
-    let (lanes, tail) = token_lanes::split_tail(job, 8, 2..TOKEN_LANES_MIN);
-    token_lanes::run::<Lanes8<M>, 4>(lanes);
-    if let Some(tail) = tail {
-        let written = run::<PairChain<Lattice256<M>>, 2, 4>(tail);
-        assert!(written, "a tail of more than one token");
-    }
+    token_lanes::run::<Lanes8<M>, 4>(job);
     true
 }
 
