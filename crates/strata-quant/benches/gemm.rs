@@ -115,7 +115,7 @@ fn bench_gemm(c: &mut Criterion) {
 
 /// The best path, then AVX-VNNI (Intel's client cores) and plain AVX2 (AMD's client cores
 /// before Zen 4) where those are others.
-fn best_and_avx2() -> Vec<Isa> {
+fn compared_isas() -> Vec<Isa> {
     let mut isas = vec![Isa::best()];
     for isa in [Isa::AvxVnni, Isa::Avx2] {
         if Isa::best() != isa && isa.is_available() {
@@ -155,7 +155,7 @@ fn bench_expert_type(c: &mut Criterion, ty: GgmlType) {
         let acts = rows(vec_dot_type(ty).unwrap(), n_tok, n, 2);
         let mut out = vec![0.0f32; n_rows * n_tok];
         group.throughput(Throughput::Elements((n_rows * n_tok * n) as u64));
-        for isa in best_and_avx2() {
+        for isa in compared_isas() {
             group.bench_function(BenchmarkId::new(format!("gemm/{isa}"), n_tok), |b| {
                 b.iter(|| {
                     gemm_on(
@@ -209,7 +209,7 @@ fn bench_expert_dram(c: &mut Criterion) {
             let acts = rows(vec_dot_type(ty).unwrap(), n_tok, n, 2);
             let mut out = vec![0.0f32; n_rows * n_tok];
             group.throughput(Throughput::Elements((n_rows * n_tok * n) as u64));
-            for isa in best_and_avx2() {
+            for isa in compared_isas() {
                 let mut e = 0;
                 let id = BenchmarkId::new(format!("gemm/{isa}"), n_tok);
                 group.bench_function(id, |b| {
@@ -277,7 +277,7 @@ fn bench_decode_cached(c: &mut Criterion) {
         let mut out = vec![0.0f32; n_rows];
         let mut group = c.benchmark_group(format!("decode_cached/{ty}/{n_rows}x{n}"));
         group.throughput(Throughput::Bytes(w.len() as u64));
-        for isa in best_and_avx2() {
+        for isa in compared_isas() {
             group.bench_function(BenchmarkId::new(format!("gemm/{isa}"), 1), |b| {
                 b.iter(|| {
                     gemm_on(isa, ty, black_box(&w), n_rows, &acts, 1, &mut out, n_rows).unwrap()

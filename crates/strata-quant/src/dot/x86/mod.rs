@@ -80,7 +80,7 @@ pub(crate) trait IntDot {
 /// Pairs from which [`IntDot::sum8_u8i8_tile`] keeps one chain a pair: from 4 pairs the
 /// tile's independent chains cover the VNNI latency, and twice as many accumulators would
 /// not fit AVX2's sixteen registers beside the operands.
-pub(crate) const SPLIT_CHAINS_BELOW: usize = 4;
+const SPLIT_CHAINS_BELOW: usize = 4;
 
 /// AVX2 without VNNI.
 pub(crate) struct Madd;
