@@ -135,7 +135,7 @@ fn check(
 }
 
 /// (rows, tokens, blocks per row, output stride): odd and tile-sized shapes.
-const SHAPES: [(usize, usize, usize, usize); 18] = [
+const SHAPES: [(usize, usize, usize, usize); 19] = [
     (1, 1, 1, 1),
     // Decode (one token): the prefetching row loop, prefetches running past the last row.
     (37, 1, 16, 37),
@@ -163,6 +163,9 @@ const SHAPES: [(usize, usize, usize, usize); 18] = [
     // Tokens in lanes with a few tokens after the last whole group (16 + 5, 2 × 8 + 5), which
     // take the few-token path.
     (6, 21, 2, 7),
+    // AVX-512's row pairs with 8 tokens in the lanes (block order, IQ3_XXS): two whole
+    // register tiles of pairs and an odd last row, whose pair repeats it.
+    (33, 7, 5, 35),
 ];
 
 #[test]

@@ -257,8 +257,8 @@ impl<X: Signed + crate::Block, M: IntDot> TokenLanes for Lanes8<X, M> {
     }
 
     #[inline(always)]
-    unsafe fn decode_row(row: &[X], dst: *mut RowBlock, stride: usize) {
-        for (b, x) in row.iter().enumerate() {
+    unsafe fn decode_rows(rows: &[&[X]], dst: *mut RowBlock, stride: usize) {
+        for (b, x) in rows[0].iter().enumerate() {
             let out = &mut *dst.add(b * stride);
             if biased_form::<X, M>() {
                 _mm256_storeu_si256(out.q.as_mut_ptr().cast(), x.biased());

@@ -19,9 +19,9 @@
 //!   `avx2.rs`), four blocks a step, their lanes reduced together to the four block sums, whose
 //!   terms are added in block order.
 //!
-//! - **Byte permutes** (`iq3_xxs_vbmi.rs`, where the CPU has AVX512-VBMI and BITALG: 1 to
-//!   [`VBMI_TOKENS_END`]` - 1` tokens, in place of the two above): a block's 64 points looked up
-//!   at once, decoded once for every token.
+//! - **Byte permutes** (`iq3_xxs_vbmi.rs`, where the CPU has AVX512-VBMI and BITALG): a
+//!   block's 64 points looked up at once, both in a tile of its own for a few tokens (in place
+//!   of [`PairChain`]) and as the lanes' decode ([`BlockDecode`]).
 //!
 //! Without VBMI one token is left to the `vec_dot` row loop. Plain AVX2 keeps its lane order and per-pair
 //! tile: without `vpdpbusd`, 32 products for 8 tokens cost a `vpmaddubsw`, a `vpmaddwd` and an
@@ -46,52 +46,48 @@ use crate::q8_k::BlockQ8_K;
 /// Tokens from which a job runs with tokens in the lanes.
 pub(super) const TOKEN_LANES_MIN: usize = 6;
 
-/// Tokens below which a job runs through the VBMI tile (`iq3_xxs_vbmi.rs`) where the CPU has
-/// it: criterion on Zen 4, one core, G products/s, VBMI tile against tokens in lanes, two
-/// rounds: 8 tokens 52–54 against 36–38, 10 tokens 54 against 44–45, 16 tokens 58–59
-/// against 72.
-pub(super) const VBMI_TOKENS_END: usize = 12;
-
 /// The constant IQ3_XXS's sum ends multiplied by (its scale formula's 1/4).
 const FINAL: f32 = 0.25;
 
-/// `job` in block order: where the CPU has VBMI and BITALG, the VBMI tile below
-/// [`VBMI_TOKENS_END`] tokens (one token included); elsewhere [`PairChain`] on the 512-bit
-/// lattice tile for 2 to `TOKEN_LANES_MIN - 1` tokens (`false`, nothing written, for one: the
-/// `vec_dot` row loop takes it); [`Lanes16`] from there, the tokens after its last whole group
-/// of 16 on the few-token path where that is cheaper ([`token_lanes::split_tail`]).
+/// `job` in block order: where the CPU has VBMI and BITALG, `iq3_xxs_vbmi::gemm` (its tile
+/// for a few tokens, the lanes with its decode from there); elsewhere [`PairChain`] on the
+/// 512-bit lattice tile for 2 to `TOKEN_LANES_MIN - 1` tokens (`false`, nothing written, for
+/// one: the `vec_dot` row loop takes it); [`Lanes16`] from there, the tokens after its last
+/// whole group of 16 on [`PairChain`] where that is cheaper ([`token_lanes::split_tail`]).
 ///
 /// # Safety
 /// AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C are available; `gemm` checked the lengths.
 #[inline(always)]
 pub(super) unsafe fn gemm(job: Job<'_>) -> bool {
-    let vbmi = super::iq3_xxs_vbmi::available();
-    if job.n_tok < VBMI_TOKENS_END && vbmi {
+    if super::iq3_xxs_vbmi::available() {
         // SAFETY: the rest of the features are this function's; VBMI and BITALG were probed.
         return unsafe { super::iq3_xxs_vbmi::gemm(job) };
     }
     if job.n_tok < TOKEN_LANES_MIN {
         return run::<PairChain<LatticeXxs>, 2, 4>(job);
     }
-    // The tokens after the last whole group of 16 take the few-token path when it is cheaper
-    // (`PairChain` leaves one token alone to the caller, so without VBMI from two).
-    let tails = if vbmi {
-        1..VBMI_TOKENS_END
-    } else {
-        2..TOKEN_LANES_MIN
-    };
-    let (lanes, tail) = token_lanes::split_tail(job, 16, tails);
-    token_lanes::run::<Lanes16, 4>(lanes);
-    if let Some(tail) = tail {
-        let written = if vbmi {
-            // SAFETY: as above.
-            unsafe { super::iq3_xxs_vbmi::gemm(tail) }
-        } else {
-            run::<PairChain<LatticeXxs>, 2, 4>(tail)
-        };
-        assert!(written, "a tail of more than one token, or VBMI");
+    // `PairChain` leaves one token alone to the caller, so tails from two.
+    if let Some(tail) = lanes16::<Lookup<Avx512Vnni>>(job, 2..TOKEN_LANES_MIN) {
+        let written = run::<PairChain<LatticeXxs>, 2, 4>(tail);
+        assert!(written, "a tail of more than one token");
     }
     true
+}
+
+/// `job` through [`Lanes16`] with `D`'s decode, except the tokens after its last whole group
+/// of 16 when `tails` holds their number: those are returned for a few-token path, which
+/// costs less than a group of mostly empty lanes.
+///
+/// # Safety
+/// As for [`gemm`], and `D`'s instructions are available.
+#[inline(always)]
+pub(super) unsafe fn lanes16<D: BlockDecode>(
+    job: Job<'_>,
+    tails: std::ops::Range<usize>,
+) -> Option<Job<'_>> {
+    let (lanes, tail) = token_lanes::split_tail(job, 16, tails);
+    token_lanes::run::<Lanes16<D>, 4>(lanes);
+    tail
 }
 
 /// A per-pair IQ3_XXS lattice tile (`avx512.rs`, `avx2.rs`) as [`PairChain`] uses it.
@@ -337,16 +333,44 @@ impl<M: IntDot> LaneOps for Ymm<M> {
     }
 }
 
-/// `R` rows × one token group over `nb` blocks (the [`TokenLanes::tile`] of [`Lanes16`] and
-/// [`Lanes8`]). Per block: for each group, eight `vpdpbusd` from `neg` per row, each
-/// activation register loaded once for the `R` rows; the group's multiplier; then the block's
-/// term `(d_x · d_y) · block`, added in block order; at the end times 1/4.
+/// A decoded weight block as the tile's registers take it: each value spread over its row's
+/// lanes (every lane for a [`RowBlock`], every other lane for each row of a
+/// [`super::iq3_xxs_pairs::PairBlock`]).
+pub(super) trait Spread<V: LaneOps> {
+    /// Dword `k` of the biased weights.
+    unsafe fn q(&self, k: usize) -> V::I;
+    /// Group `g`'s odd multiplier.
+    unsafe fn ls(&self, g: usize) -> V::I;
+    /// `d_x`.
+    unsafe fn d(&self) -> V::F;
+}
+
+impl<V: LaneOps> Spread<V> for RowBlock {
+    #[inline(always)]
+    unsafe fn q(&self, k: usize) -> V::I {
+        V::splat_i(self.q[k])
+    }
+    #[inline(always)]
+    unsafe fn ls(&self, g: usize) -> V::I {
+        V::splat_i(self.ls[g])
+    }
+    #[inline(always)]
+    unsafe fn d(&self) -> V::F {
+        V::splat_f(self.d)
+    }
+}
+
+/// `R` decoded row blocks × one token group over `nb` blocks (the [`TokenLanes::tile`] of
+/// [`Lanes16`], [`Lanes8`] and the row pairs'). Per block: for each group, eight `vpdpbusd`
+/// from `neg` per row, each activation register loaded once for the `R` rows; the group's
+/// multiplier; then the block's term `(d_x · d_y) · block`, added in block order; at the end
+/// times 1/4.
 ///
 /// # Safety
 /// `V`'s instructions are available; `rows` holds `R · nb` blocks, `acts` `nb`.
 #[inline(always)]
-unsafe fn lanes_tile<V: LaneOps, const R: usize>(
-    rows: *const RowBlock,
+pub(super) unsafe fn lanes_tile<V: LaneOps, B: Spread<V>, const R: usize>(
+    rows: *const B,
     acts: *const ActBlock<V>,
     nb: usize,
 ) -> [V::F; R] {
@@ -360,16 +384,16 @@ unsafe fn lanes_tile<V: LaneOps, const R: usize>(
             for k in 8 * g..8 * g + 8 {
                 let y = act.q[k];
                 for (i, t) in t.iter_mut().enumerate() {
-                    *t = V::dot_u8i8(*t, V::splat_i((*row.add(i)).q[k]), y);
+                    *t = V::dot_u8i8(*t, (*row.add(i)).q(k), y);
                 }
             }
             for (i, (sum, t)) in sum.iter_mut().zip(t).enumerate() {
-                *sum = V::add_i(*sum, V::mul_i(t, V::splat_i((*row.add(i)).ls[g])));
+                *sum = V::add_i(*sum, V::mul_i(t, (*row.add(i)).ls(g)));
             }
         }
         for (i, (acc, sum)) in acc.iter_mut().zip(sum).enumerate() {
             // (d_x · d_y) · block, added: the reference's order.
-            let d = V::mul_f(V::splat_f((*row.add(i)).d), act.d);
+            let d = V::mul_f((*row.add(i)).d(), act.d);
             *acc = V::add_f(*acc, V::mul_f(V::to_f(sum), d));
         }
     }
@@ -381,34 +405,105 @@ unsafe fn lanes_tile<V: LaneOps, const R: usize>(
 }
 
 /// The bias that makes a signed lattice weight (|w| <= 62) an unsigned byte.
-const BIAS: i8 = 64;
+pub(super) const BIAS: i8 = 64;
 
-/// The lattice points of `row` with their signs (as the per-pair tiles decode them), biased,
-/// into `dst[b · stride]` for each block `b`.
-///
-/// # Safety
-/// AVX2, FMA, F16C and `M`'s instructions are available; `dst` has room.
-#[inline(always)]
-unsafe fn decode_row<M: IntDot>(row: &[BlockIQ3_XXS], dst: *mut RowBlock, stride: usize) {
-    let bias = _mm256_set1_epi8(BIAS);
-    for (b, x) in row.iter().enumerate() {
+/// How the tokens-in-lanes kernels decode a weight block.
+pub(super) trait BlockDecode {
+    /// The block's 256 lattice weights with their signs, biased to unsigned (`w + 64`), in
+    /// element order into `q` (4 bytes a dword); returns the groups' odd multipliers `2 s + 1`
+    /// and `d_x`.
+    ///
+    /// # Safety
+    /// The decoder's CPU features are available.
+    unsafe fn decode(x: &BlockIQ3_XXS, q: &mut [i32; 64]) -> ([i32; 8], f32);
+}
+
+/// The per-pair tiles' decode (a group's eight points fetched one by one, signs through a
+/// table), with `M`'s instructions.
+pub(super) struct Lookup<M>(PhantomData<M>);
+
+impl<M: IntDot> BlockDecode for Lookup<M> {
+    #[inline(always)]
+    unsafe fn decode(x: &BlockIQ3_XXS, q: &mut [i32; 64]) -> ([i32; 8], f32) {
+        let bias = _mm256_set1_epi8(BIAS);
         let [grid, negated, _] = x.groups::<M>();
         let w = avx2::signed_groups(&grid, &negated);
-        let out = &mut *dst.add(b * stride);
-        for (g, &w) in w.iter().enumerate() {
-            let biased = _mm256_add_epi8(w, bias);
-            _mm256_storeu_si256(out.q.as_mut_ptr().add(8 * g).cast(), biased);
-            out.ls[g] = 2 * (u32_at(&x.qs, 64 + 4 * g) >> 28) as i32 + 1;
+        let mut ls = [0i32; 8];
+        for (g, (w, ls)) in w.iter().zip(&mut ls).enumerate() {
+            let biased = _mm256_add_epi8(*w, bias);
+            _mm256_storeu_si256(q.as_mut_ptr().add(8 * g).cast(), biased);
+            *ls = 2 * (u32_at(&x.qs, 64 + 4 * g) >> 28) as i32 + 1;
         }
         // `d` is the block's first field and 98 bytes follow it.
-        out.d = _mm_cvtss_f32(f16x4(x.d.as_ptr()));
+        (ls, _mm_cvtss_f32(f16x4(x.d.as_ptr())))
     }
 }
 
-/// IQ3_XXS with 16 tokens in the lanes (run by `token_lanes.rs`).
-pub(super) struct Lanes16;
+/// The blocks of `row` decoded by `D` into `dst[b · stride]` for each block `b`.
+///
+/// # Safety
+/// `D`'s CPU features are available; `dst` has room.
+#[inline(always)]
+unsafe fn decode_row<D: BlockDecode>(row: &[BlockIQ3_XXS], dst: *mut RowBlock, stride: usize) {
+    for (b, x) in row.iter().enumerate() {
+        let out = &mut *dst.add(b * stride);
+        (out.ls, out.d) = D::decode(x, &mut out.q);
+    }
+}
 
-impl TokenLanes for Lanes16 {
+/// Token groups `g0..g1` of `a` (`nb` blocks a token, `n_tok` tokens) into `dst` for 512-bit
+/// lanes, each token in `side` adjacent lanes (1: 16 tokens a group; 2: 8, one lane for each
+/// row of a pair): 4 bytes of each token a register, gathered; `neg` from the same registers.
+/// Lanes past the last token hold zeros.
+///
+/// # Safety
+/// AVX-512 F, BW and VNNI are available; `dst` has room for `(g1 - g0) · nb` blocks.
+#[inline(always)]
+pub(super) unsafe fn repack_zmm(
+    a: &[BlockQ8_K],
+    nb: usize,
+    n_tok: usize,
+    g0: usize,
+    g1: usize,
+    dst: *mut ActBlock<Zmm>,
+    side: usize,
+) {
+    let per_group = 16 / side;
+    let tok_bytes = (nb * size_of::<BlockQ8_K>()) as i32;
+    let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    let token = _mm512_srli_epi32::<1>(lane);
+    let token = if side == 2 { token } else { lane };
+    let offsets = _mm512_mullo_epi32(token, _mm512_set1_epi32(tok_bytes));
+    let bias = _mm512_set1_epi8(BIAS);
+    let zero = _mm512_setzero_si512();
+    for g in g0..g1 {
+        let live = (n_tok - g * per_group).min(per_group) * side;
+        let mask: __mmask16 = ((1u32 << live) - 1) as u16;
+        let first = a.as_ptr().add(g * per_group * nb).cast::<u8>();
+        for b in 0..nb {
+            let block = first.add(b * size_of::<BlockQ8_K>());
+            let qs = block.add(offset_of!(BlockQ8_K, qs));
+            let out = &mut *dst.add((g - g0) * nb + b);
+            for group in 0..8 {
+                let mut sum = zero;
+                for k in 8 * group..8 * group + 8 {
+                    let src = qs.add(4 * k).cast();
+                    let q = _mm512_mask_i32gather_epi32::<1>(zero, mask, offsets, src);
+                    out.q[k] = q;
+                    sum = _mm512_dpbusd_epi32(sum, bias, q);
+                }
+                out.neg[group] = _mm512_sub_epi32(zero, sum);
+            }
+            let d = block.add(offset_of!(BlockQ8_K, d)).cast();
+            out.d = _mm512_mask_i32gather_ps::<1>(_mm512_setzero_ps(), mask, offsets, d);
+        }
+    }
+}
+
+/// IQ3_XXS with 16 tokens in the lanes (run by `token_lanes.rs`), blocks decoded by `D`.
+pub(super) struct Lanes16<D>(PhantomData<D>);
+
+impl<D: BlockDecode> TokenLanes for Lanes16<D> {
     type W = BlockIQ3_XXS;
     type A = BlockQ8_K;
     type RowBlock = RowBlock;
@@ -417,7 +512,6 @@ impl TokenLanes for Lanes16 {
     const LANES: usize = 16;
     const ACT_BYTES: usize = 512 << 10;
 
-    /// Gathers 4 bytes of each of 16 tokens per register; `neg` from the same registers.
     #[inline(always)]
     unsafe fn repack(
         a: &[BlockQ8_K],
@@ -427,38 +521,12 @@ impl TokenLanes for Lanes16 {
         g1: usize,
         dst: *mut ActBlock<Zmm>,
     ) {
-        let tok_bytes = (nb * size_of::<BlockQ8_K>()) as i32;
-        let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        let offsets = _mm512_mullo_epi32(lane, _mm512_set1_epi32(tok_bytes));
-        let bias = _mm512_set1_epi8(BIAS);
-        let zero = _mm512_setzero_si512();
-        for g in g0..g1 {
-            let live = (n_tok - g * 16).min(16);
-            let mask: __mmask16 = ((1u32 << live) - 1) as u16;
-            let first = a.as_ptr().add(g * 16 * nb).cast::<u8>();
-            for b in 0..nb {
-                let block = first.add(b * size_of::<BlockQ8_K>());
-                let qs = block.add(offset_of!(BlockQ8_K, qs));
-                let out = &mut *dst.add((g - g0) * nb + b);
-                for group in 0..8 {
-                    let mut sum = zero;
-                    for k in 8 * group..8 * group + 8 {
-                        let src = qs.add(4 * k).cast();
-                        let q = _mm512_mask_i32gather_epi32::<1>(zero, mask, offsets, src);
-                        out.q[k] = q;
-                        sum = _mm512_dpbusd_epi32(sum, bias, q);
-                    }
-                    out.neg[group] = _mm512_sub_epi32(zero, sum);
-                }
-                let d = block.add(offset_of!(BlockQ8_K, d)).cast();
-                out.d = _mm512_mask_i32gather_ps::<1>(_mm512_setzero_ps(), mask, offsets, d);
-            }
-        }
+        repack_zmm(a, nb, n_tok, g0, g1, dst, 1)
     }
 
     #[inline(always)]
-    unsafe fn decode_row(row: &[BlockIQ3_XXS], dst: *mut RowBlock, stride: usize) {
-        decode_row::<Avx512Vnni>(row, dst, stride)
+    unsafe fn decode_rows(rows: &[&[BlockIQ3_XXS]], dst: *mut RowBlock, stride: usize) {
+        decode_row::<D>(rows[0], dst, stride)
     }
 
     #[inline(always)]
@@ -467,7 +535,7 @@ impl TokenLanes for Lanes16 {
         acts: *const ActBlock<Zmm>,
         nb: usize,
     ) -> [__m512; R] {
-        lanes_tile::<Zmm, R>(rows, acts, nb)
+        lanes_tile::<Zmm, RowBlock, R>(rows, acts, nb)
     }
 }
 
@@ -559,8 +627,8 @@ impl<M: IntDot> TokenLanes for Lanes8<M> {
     }
 
     #[inline(always)]
-    unsafe fn decode_row(row: &[BlockIQ3_XXS], dst: *mut RowBlock, stride: usize) {
-        decode_row::<M>(row, dst, stride)
+    unsafe fn decode_rows(rows: &[&[BlockIQ3_XXS]], dst: *mut RowBlock, stride: usize) {
+        decode_row::<Lookup<M>>(rows[0], dst, stride)
     }
 
     #[inline(always)]
@@ -569,6 +637,6 @@ impl<M: IntDot> TokenLanes for Lanes8<M> {
         acts: *const ActBlock<Ymm<M>>,
         nb: usize,
     ) -> [__m256; R] {
-        lanes_tile::<Ymm<M>, R>(rows, acts, nb)
+        lanes_tile::<Ymm<M>, RowBlock, R>(rows, acts, nb)
     }
 }

@@ -21,11 +21,14 @@ pub(super) trait TokenLanes {
     type RowBlock: Copy;
     /// One activation block of [`TokenLanes::LANES`] tokens, repacked.
     type ActBlock: Copy;
-    /// One row's f32 sums for the tokens of a group: a register of `LANES` f32 lanes
-    /// (lane = token).
+    /// The f32 sums of [`TokenLanes::ROWS`] rows for the tokens of a group: a register of
+    /// `LANES · ROWS` f32 lanes (lane `t · ROWS + s` = token `t`, row `s`).
     type Sums: Copy;
-    /// Tokens per group (register lanes).
+    /// Tokens per group.
     const LANES: usize;
+    /// Weight rows side by side in one register's lanes (1: lane = token; 2: a row pair, so
+    /// a group of half as many tokens fills the register).
+    const ROWS: usize = 1;
     /// Bytes of repacked activations one pass reads (per thread): each pass decodes the rows
     /// again, so the larger the pass the less decoding, while it stays in L2.
     const ACT_BYTES: usize;
@@ -43,12 +46,14 @@ pub(super) trait TokenLanes {
         g1: usize,
         dst: *mut Self::ActBlock,
     );
-    /// Decodes `row` into `dst[b · stride]` for each block `b`.
+    /// Decodes the [`TokenLanes::ROWS`] rows `rows` (each `nb` blocks) into `dst[b · stride]`
+    /// for each block `b`.
     ///
     /// # Safety
-    /// As for [`TokenLanes::repack`]; `dst` has room for `row.len()` blocks `stride` apart.
-    unsafe fn decode_row(row: &[Self::W], dst: *mut Self::RowBlock, stride: usize);
-    /// `R` rows × one token group over `nb` blocks: `rows[b · R + i]` is block `b` of row `i`.
+    /// As for [`TokenLanes::repack`]; `dst` has room for `nb` blocks `stride` apart.
+    unsafe fn decode_rows(rows: &[&[Self::W]], dst: *mut Self::RowBlock, stride: usize);
+    /// `R` decoded row blocks (of `ROWS` rows each) × one token group over `nb` blocks:
+    /// `rows[b · R + i]` is block `b` of the `i`-th.
     ///
     /// # Safety
     /// As for [`TokenLanes::repack`]; `rows` holds `R · nb` blocks, `acts` `nb`.
@@ -86,8 +91,8 @@ thread_local! {
 }
 
 /// `job` with tokens in lanes: passes of at most [`TokenLanes::ACT_BYTES`] of repacked token
-/// groups; in each pass, groups of `R` rows (a row past the last repeats it) are decoded once
-/// and meet every token group of the pass.
+/// groups; in each pass, groups of `R · ROWS` rows (a row past the last repeats it) are
+/// decoded once and meet every token group of the pass.
 ///
 /// # Safety
 /// `K`'s CPU features are available; `gemm` checked the lengths of `job`.
@@ -98,10 +103,12 @@ pub(super) unsafe fn run<K: TokenLanes, const R: usize>(job: Job<'_>) {
     let a: &[K::A] = cast_blocks(job.acts).expect(CHECKED);
     let (n_rows, n_tok, stride) = (job.n_rows, job.n_tok, job.out_stride);
     let nb = w.len() / n_rows;
+    let n_side = K::ROWS;
+    assert!(n_side == 1 || n_side == 2, "one row or a pair per register");
     assert_eq!(
         size_of::<K::Sums>(),
-        K::LANES * size_of::<f32>(),
-        "Sums holds LANES f32"
+        K::LANES * n_side * size_of::<f32>(),
+        "Sums holds LANES · ROWS f32"
     );
     let groups = n_tok.div_ceil(K::LANES);
     let group_bytes = nb * size_of::<K::ActBlock>();
@@ -114,19 +121,28 @@ pub(super) unsafe fn run<K: TokenLanes, const R: usize>(job: Job<'_>) {
     for g0 in (0..groups).step_by(pass) {
         let g1 = (g0 + pass).min(groups);
         K::repack(a, nb, n_tok, g0, g1, acts);
-        for r0 in (0..n_rows).step_by(R) {
+        for r0 in (0..n_rows).step_by(R * n_side) {
             for i in 0..R {
-                let r = (r0 + i).min(n_rows - 1);
-                K::decode_row(&w[r * nb..(r + 1) * nb], rows.add(i), R);
+                let row = |s: usize| {
+                    let r = (r0 + i * n_side + s).min(n_rows - 1);
+                    &w[r * nb..(r + 1) * nb]
+                };
+                K::decode_rows(&[row(0), row(1)][..n_side], rows.add(i), R);
             }
             for g in g0..g1 {
                 let sums = K::tile::<R>(rows, acts.add((g - g0) * nb), nb);
                 let live = (n_tok - g * K::LANES).min(K::LANES);
-                for (i, sum) in sums.iter().enumerate().take(n_rows - r0) {
+                for (i, sum) in sums.iter().enumerate() {
                     // The register's f32 lanes, in memory order.
                     let lanes = (sum as *const K::Sums).cast::<f32>();
-                    for t in 0..live {
-                        job.out[(g * K::LANES + t) * stride + r0 + i] = *lanes.add(t);
+                    for s in 0..n_side {
+                        let r = r0 + i * n_side + s;
+                        if r >= n_rows {
+                            break;
+                        }
+                        for t in 0..live {
+                            job.out[(g * K::LANES + t) * stride + r] = *lanes.add(t * n_side + s);
+                        }
                     }
                 }
             }

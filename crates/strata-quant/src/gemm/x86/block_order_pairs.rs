@@ -1,0 +1,106 @@
+//! The symmetric 32-element formats (Q4_0, Q5_0, Q8_0, IQ4_NL against Q8_0) on AVX-512 with
+//! a *pair of rows* in one register's lanes: lane `2t + s` holds row `s` of the pair against
+//! token `t`, so a group of 8 tokens fills the 16 lanes where 16 tokens in the lanes
+//! (`block_order.rs`, [`Lanes16`]) would leave half of them empty. A routed expert in a
+//! prefill chunk meets about 10 tokens (512 tokens, 10 of 512 experts), many fewer than 9.
+//!
+//! Everything else is [`Lanes16`]'s: the same biased quants, the same `vpdpbusd` from
+//! `-OFFSET Σ y`, the same float operations per lane in block order, so every entry is
+//! `vec_dot` on this path bit for bit (`tests/gemm.rs`). Only the spreading differs: the
+//! decoded pair holds each dword of its two rows side by side (a qword), which one broadcast
+//! load puts into every lane pair, and the activations repeat each token in two adjacent lanes.
+//!
+//! [`Lanes16`]: super::block_order::Lanes16
+
+use std::arch::x86_64::*;
+use std::marker::PhantomData;
+
+use super::block_order::{lanes_tile, repack16, ActBlock, Spread};
+use super::token_lanes::TokenLanes;
+use crate::dot::x86::avx512::legacy::{block_d, Offset};
+use crate::legacy::BlockQ8_0;
+
+/// One decoded block of a row pair: each field's value for row 0 in the low dword of a qword
+/// and row 1's in the high one, so a qword broadcast gives lanes `[row 0, row 1, row 0, …]`.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub(super) struct PairBlock {
+    /// The 8 dwords of biased quants (4 bytes each, in element order) of both rows.
+    q: [i64; 8],
+    /// `d_x` of both rows.
+    d: [f32; 2],
+}
+
+impl Spread for PairBlock {
+    #[inline(always)]
+    unsafe fn q(&self, k: usize) -> __m512i {
+        _mm512_set1_epi64(self.q[k])
+    }
+    #[inline(always)]
+    unsafe fn d(&self) -> __m512 {
+        let both = self.d.as_ptr().cast::<i64>().read_unaligned();
+        _mm512_castsi512_ps(_mm512_set1_epi64(both))
+    }
+}
+
+/// The symmetric formats with a row pair and 8 tokens in the lanes (run by `token_lanes.rs`).
+pub(super) struct Pairs8<X>(PhantomData<X>);
+
+impl<X: Offset + crate::Block> TokenLanes for Pairs8<X> {
+    type W = X;
+    type A = BlockQ8_0;
+    type RowBlock = PairBlock;
+    type ActBlock = ActBlock;
+    type Sums = __m512;
+    const LANES: usize = 8;
+    const ROWS: usize = 2;
+    const ACT_BYTES: usize = 512 << 10;
+
+    #[inline(always)]
+    unsafe fn repack(
+        a: &[BlockQ8_0],
+        nb: usize,
+        n_tok: usize,
+        g0: usize,
+        g1: usize,
+        dst: *mut ActBlock,
+    ) {
+        repack16::<X>(a, nb, n_tok, g0, g1, dst, 2)
+    }
+
+    /// Two blocks of each row at a time, as `vec_dot` decodes them, their dwords interleaved.
+    #[inline(always)]
+    unsafe fn decode_rows(rows: &[&[X]], dst: *mut PairBlock, stride: usize) {
+        let (r0, r1) = (rows[0], rows[1]);
+        // Dword k of the first register, then of the second: k in 0..8, and in 8..16.
+        let zip_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        let zip_hi = _mm512_add_epi32(zip_lo, _mm512_set1_epi32(8));
+        let nb = r0.len();
+        let mut b = 0;
+        while b < nb {
+            let b1 = (b + 1).min(nb - 1);
+            let x0 = X::biased_pair(&r0[b], &r0[b1]);
+            let x1 = X::biased_pair(&r1[b], &r1[b1]);
+            let first = &mut *dst.add(b * stride);
+            let both = _mm512_permutex2var_epi32(x0, zip_lo, x1);
+            _mm512_storeu_si512(first.q.as_mut_ptr().cast(), both);
+            first.d = [block_d(&r0[b]), block_d(&r1[b])];
+            if b1 != b {
+                let second = &mut *dst.add(b1 * stride);
+                let both = _mm512_permutex2var_epi32(x0, zip_hi, x1);
+                _mm512_storeu_si512(second.q.as_mut_ptr().cast(), both);
+                second.d = [block_d(&r0[b1]), block_d(&r1[b1])];
+            }
+            b += 2;
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn tile<const R: usize>(
+        rows: *const PairBlock,
+        acts: *const ActBlock,
+        nb: usize,
+    ) -> [__m512; R] {
+        lanes_tile::<PairBlock, R>(rows, acts, nb)
+    }
+}
