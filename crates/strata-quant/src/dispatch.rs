@@ -172,7 +172,7 @@ impl Supported {
 }
 
 /// The SIMD kernels of one path, as the byte-row functions ([`crate::vec_dot`] …,
-/// [`crate::gemm`]) call them after checking the lengths; `None` or `false` (nothing written)
+/// [`crate::gemm()`]) call them after checking the lengths; `None` or `false` (nothing written)
 /// where `ty` has no SIMD kernel on the path, so the caller runs the scalar one. A value of an
 /// implementing type is the proof that the CPU can run the path: [`Supported`], and
 /// `crate::testing::AvxVnniTwin` for the tests.

@@ -112,7 +112,7 @@ pub(crate) trait Tile {
     }
 }
 
-/// A matrix product as byte rows: the arguments of [`crate::gemm`], lengths already checked.
+/// A matrix product as byte rows: the arguments of [`crate::gemm()`], lengths already checked.
 pub(crate) struct Job<'a> {
     pub w: &'a [u8],
     pub n_rows: usize,

@@ -554,14 +554,14 @@ unsafe fn halves(lo: __m256i, hi: __m256i) -> __m512i {
     _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
 }
 
-/// IQ2_S, IQ3_XXS and IQ3_S against Q8_K, two groups of 32 in each 512-bit step: the AVX2
-/// tiles' decode for offset activations ([`OffsetLattice`]: signed weight bytes, multipliers,
-/// the offset's part) paired into 512-bit registers, each token's `y + 128` bytes prepared
-/// once per product. This path's `vec_dot` for them is the AVX2 kernel with AVX-512 VNNI's
-/// `vpdpwssd`; its per-block integer sums are exact, so adding group `2k` in the low half and
-/// `2k + 1` in the high half of one register, then the halves, less the offset's part, gives
-/// its two 256-bit accumulators' sum lane for lane, and the float part that follows is the
-/// kernel's (256-bit, one chain): bit-identical results.
+/// IQ2_S, IQ3_XXS and IQ3_S against Q8_K, two groups of 32 in each 512-bit step: the AVX2 tiles'
+/// decode for offset activations ([`super::avx2::OffsetLattice`]: signed weight bytes, multipliers,
+/// the offset's part) paired into 512-bit registers, each token's `y + 128` bytes prepared once per
+/// product. This path's `vec_dot` for them is the AVX2 kernel with AVX-512 VNNI's `vpdpwssd`; its
+/// per-block integer sums are exact, so adding group `2k` in the low half and `2k + 1` in the high
+/// half of one register, then the halves, less the offset's part, gives its two 256-bit
+/// accumulators' sum lane for lane, and the float part that follows is the kernel's (256-bit, one
+/// chain): bit-identical results.
 pub(super) struct Lattice<X>(PhantomData<X>);
 
 impl<X: SignedLattice> Tile for Lattice<X> {
