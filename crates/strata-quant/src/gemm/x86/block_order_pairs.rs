@@ -16,7 +16,7 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::block_order::{lanes_tile, repack16, ActBlock, Spread};
-use super::token_lanes::TokenLanes;
+use super::token_lanes::{spread_pair_ps, zip_dwords, TokenLanes};
 use crate::dot::x86::avx512::legacy::{block_d, Offset};
 use crate::legacy::BlockQ8_0;
 
@@ -38,8 +38,7 @@ impl Spread for PairBlock {
     }
     #[inline(always)]
     unsafe fn d(&self) -> __m512 {
-        let both = self.d.as_ptr().cast::<i64>().read_unaligned();
-        _mm512_castsi512_ps(_mm512_set1_epi64(both))
+        spread_pair_ps(&self.d)
     }
 }
 
@@ -72,23 +71,20 @@ impl<X: Offset + crate::Block> TokenLanes for Pairs8<X> {
     #[inline(always)]
     unsafe fn decode_rows(rows: &[&[X]], dst: *mut PairBlock, stride: usize) {
         let (r0, r1) = (rows[0], rows[1]);
-        // Dword k of the first register, then of the second: k in 0..8, and in 8..16.
-        let zip_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-        let zip_hi = _mm512_add_epi32(zip_lo, _mm512_set1_epi32(8));
         let nb = r0.len();
         let mut b = 0;
         while b < nb {
             let b1 = (b + 1).min(nb - 1);
             let x0 = X::biased_pair(&r0[b], &r0[b1]);
             let x1 = X::biased_pair(&r1[b], &r1[b1]);
+            // Block b's dwords of both rows, then block b1's.
+            let (both, both1) = zip_dwords(x0, x1);
             let first = &mut *dst.add(b * stride);
-            let both = _mm512_permutex2var_epi32(x0, zip_lo, x1);
             _mm512_storeu_si512(first.q.as_mut_ptr().cast(), both);
             first.d = [block_d(&r0[b]), block_d(&r1[b])];
             if b1 != b {
                 let second = &mut *dst.add(b1 * stride);
-                let both = _mm512_permutex2var_epi32(x0, zip_hi, x1);
-                _mm512_storeu_si512(second.q.as_mut_ptr().cast(), both);
+                _mm512_storeu_si512(second.q.as_mut_ptr().cast(), both1);
                 second.d = [block_d(&r0[b1]), block_d(&r1[b1])];
             }
             b += 2;

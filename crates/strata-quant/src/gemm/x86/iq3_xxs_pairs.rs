@@ -18,7 +18,7 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::iq3_xxs_lanes::{lanes_tile, repack_zmm, ActBlock, BlockDecode, Spread, Zmm};
-use super::token_lanes::TokenLanes;
+use super::token_lanes::{spread_pair_ps, zip_dwords, TokenLanes};
 use crate::iq3::BlockIQ3_XXS;
 use crate::q8_k::BlockQ8_K;
 
@@ -46,8 +46,7 @@ impl Spread<Zmm> for PairBlock {
     }
     #[inline(always)]
     unsafe fn d(&self) -> __m512 {
-        let both = self.d.as_ptr().cast::<i64>().read_unaligned();
-        _mm512_castsi512_ps(_mm512_set1_epi64(both))
+        spread_pair_ps(&self.d)
     }
 }
 
@@ -87,9 +86,6 @@ impl<D: BlockDecode> TokenLanes for Pairs8<D> {
     /// dwords interleaved.
     #[inline(always)]
     unsafe fn decode_rows(rows: &[&[BlockIQ3_XXS]], dst: *mut PairBlock, stride: usize) {
-        // Dword k of the first register, then of the second: k in 0..8, and in 8..16.
-        let zip_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-        let zip_hi = _mm512_add_epi32(zip_lo, _mm512_set1_epi32(8));
         let (mut q0, mut q1) = ([0i32; 64], [0i32; 64]);
         for (b, (x0, x1)) in rows[0].iter().zip(rows[1]).enumerate() {
             let (ls0, d0) = D::decode(x0, &mut q0);
@@ -98,9 +94,10 @@ impl<D: BlockDecode> TokenLanes for Pairs8<D> {
             for h in 0..4 {
                 let a = _mm512_loadu_si512(q0.as_ptr().add(16 * h).cast());
                 let b = _mm512_loadu_si512(q1.as_ptr().add(16 * h).cast());
+                let (lo, hi) = zip_dwords(a, b);
                 let at = out.q.as_mut_ptr().add(16 * h);
-                _mm512_storeu_si512(at.cast(), _mm512_permutex2var_epi32(a, zip_lo, b));
-                _mm512_storeu_si512(at.add(8).cast(), _mm512_permutex2var_epi32(a, zip_hi, b));
+                _mm512_storeu_si512(at.cast(), lo);
+                _mm512_storeu_si512(at.add(8).cast(), hi);
             }
             for (g, ls) in out.ls.iter_mut().enumerate() {
                 *ls = pair(ls0[g], ls1[g]);

@@ -3,6 +3,7 @@
 //! holds [`TokenLanes::LANES`] tokens, and each group of `R` weight rows is decoded once per
 //! pass and then meets every token group of the pass.
 
+use std::arch::x86_64::*;
 use std::cell::RefCell;
 use std::mem::size_of;
 use std::ops::Range;
@@ -81,6 +82,32 @@ pub(super) fn split_tail(
     } else {
         (job, None)
     }
+}
+
+/// A row pair's f32 value in every lane pair, `[v0, v1, v0, v1, …]` (lane `2t + s` = row `s`,
+/// the layout of [`TokenLanes::ROWS`] = 2 on 512-bit registers): one qword broadcast.
+///
+/// # Safety
+/// AVX-512 F is available.
+#[inline(always)]
+pub(super) unsafe fn spread_pair_ps(v: &[f32; 2]) -> __m512 {
+    let both = v.as_ptr().cast::<i64>().read_unaligned();
+    _mm512_castsi512_ps(_mm512_set1_epi64(both))
+}
+
+/// The dwords of two rows' registers side by side, as a row pair stores them:
+/// (`[a0, b0, a1, b1, …, a7, b7]`, `[a8, b8, …, a15, b15]`).
+///
+/// # Safety
+/// AVX-512 F is available.
+#[inline(always)]
+pub(super) unsafe fn zip_dwords(a: __m512i, b: __m512i) -> (__m512i, __m512i) {
+    let lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    let hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+    (
+        _mm512_permutex2var_epi32(a, lo, b),
+        _mm512_permutex2var_epi32(a, hi, b),
+    )
 }
 
 thread_local! {
