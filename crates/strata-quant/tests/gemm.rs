@@ -135,7 +135,7 @@ fn check(
 }
 
 /// (rows, tokens, blocks per row, output stride): odd and tile-sized shapes.
-const SHAPES: [(usize, usize, usize, usize); 19] = [
+const SHAPES: [(usize, usize, usize, usize); 21] = [
     (1, 1, 1, 1),
     // Decode (one token): the prefetching row loop, prefetches running past the last row.
     (37, 1, 16, 37),
@@ -160,12 +160,18 @@ const SHAPES: [(usize, usize, usize, usize); 19] = [
     (19, 16, 3, 19),
     (9, 17, 5, 11),
     (35, 40, 2, 37),
-    // Tokens in lanes with a few tokens after the last whole group (16 + 5, 2 × 8 + 5), which
-    // take the few-token path.
+    // Tokens in lanes with a few tokens after the last whole group (2 × 8 + 5 on AVX2, which
+    // take the few-token path; AVX-512 takes row quads here).
     (6, 21, 2, 7),
     // AVX-512's row pairs with 8 tokens in the lanes (block order, IQ3_XXS): two whole
     // register tiles of pairs and an odd last row, whose pair repeats it.
     (33, 7, 5, 35),
+    // AVX-512's row quads with 4 tokens in the lanes (9 to 12 tokens and the like): four
+    // whole groups of 16 rows and 3 more, a last token group of 2, an odd block count.
+    (67, 10, 3, 69),
+    // Past the row quads' range (48 tokens): three groups of 16 in the lanes and 3 tokens
+    // after them, which take the few-token path.
+    (5, 51, 2, 6),
 ];
 
 #[test]

@@ -15,7 +15,9 @@
 //!   `tinyBLAS` VNNI micro-kernels.
 //! - **A row pair in lanes** (`block_order_pairs.rs`, 6 to 8 tokens: a routed expert's
 //!   tokens in a prefill chunk): lane `2t + s` is row `s` against token `t`, so 8 tokens fill
-//!   the register as 16 do above.
+//!   the register as 16 do above. A **row quad** (lane `4t + s`, 4 tokens a register) takes
+//!   9 to 12 tokens and the like, where the last group of 16 would be at most three quarters
+//!   full.
 //! - **Rows in lanes** ([`row_lanes`], 2 to 5 tokens: several sequences decoding, small
 //!   experts). Sixteen rows' two blocks go through one `vpdpbusd` each, as in `vec_dot`, and
 //!   their partial sums are transposed and added into one register per block (lane = row),
@@ -33,9 +35,9 @@ use std::marker::PhantomData;
 use std::mem::size_of;
 
 use super::super::tile::{run, Job, Tile};
-use super::block_order_pairs::Pairs8;
+use super::block_order_pairs::{Pairs8, Quads4};
 use super::row_quad::Quad;
-use super::token_lanes::{self, TokenLanes};
+use super::token_lanes::{self, lane_tokens, TokenLanes};
 use crate::block::cast_blocks;
 use crate::dot::x86::avx2::legacy::{add4_in_order, halves4};
 use crate::dot::x86::avx512::legacy::{act_pair, block_d, neg_offset, symmetric_from, Offset};
@@ -47,14 +49,19 @@ pub(super) const TOKEN_LANES_MIN: usize = 6;
 
 /// `job` in block order: one row at a time for one token, rows in lanes below
 /// [`TOKEN_LANES_MIN`] tokens, a row pair and 8 tokens in the lanes ([`Pairs8`]) to 8 tokens,
-/// 16 tokens in the lanes from there (the tokens after the last whole group of 16 as a
-/// few-token job when they are fewer than [`TOKEN_LANES_MIN`]: [`token_lanes::split_tail`]).
-/// Always `true` (every entry written).
+/// a row quad and 4 tokens in the lanes ([`Quads4`]) where [`quads_win`], else 16 tokens in
+/// the lanes (the tokens after the last whole group of 16 as a few-token job when they are
+/// fewer than [`TOKEN_LANES_MIN`]: [`token_lanes::split_tail`]). Always `true` (every entry
+/// written).
 ///
 /// Criterion on an Intel Xeon (`expert/…/gemm/avx512`, 512 × 2048, one core, G products/s,
 /// eighteenth session), [`Pairs8`] against 16 tokens in the lanes: IQ4_NL 6 tokens 68–71
 /// against 52, 8 tokens 89–92 against 69; Q5_0 67–70 against 49, 88–96 against 65. At 4
-/// tokens rows in lanes stay ahead (IQ4_NL 59 against 46–48).
+/// tokens rows in lanes stay ahead (IQ4_NL 59 against 46–48). [`Quads4`] against 16 tokens in
+/// the lanes (nineteenth session, two alternating rounds): Q5_0 10 tokens 86–87 against 78,
+/// 12 tokens 97–109 against 89–99; IQ4_NL 10 tokens 87–92 against 83–84, 12 tokens 104–110
+/// against 94–101; 20 tokens (against 16 in the lanes and a few-token tail) Q5_0 122–127
+/// against 87–92, IQ4_NL 119–123 against 97.
 ///
 /// # Safety
 /// AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C are available; `gemm` checked the lengths.
@@ -66,6 +73,10 @@ pub(super) unsafe fn gemm<X: Quad + crate::Block>(job: Job<'_>) -> bool {
     }
     if job.n_tok <= Pairs8::<X>::LANES {
         token_lanes::run::<Pairs8<X>, 8>(job);
+        return true;
+    }
+    if quads_win(job.n_tok) {
+        token_lanes::run::<Quads4<X>, QUADS_R>(job);
         return true;
     }
     let (lanes, tail) = token_lanes::split_tail(job, 16, 1..TOKEN_LANES_MIN);
@@ -90,6 +101,20 @@ unsafe fn few_tokens<X: Quad + crate::Block>(job: Job<'_>) {
         row_lanes::<X>(job);
     }
 }
+
+/// Row quads per decoded group ([`Quads4`]): 16 rows' blocks of a 2560-wide row stay in L1
+/// (8 quads measured no faster).
+const QUADS_R: usize = 4;
+
+/// Whether a job of `n_tok` tokens (more than 8) takes fewer `vpdpbusd`s per row with a row quad
+/// and 4 tokens a register ([`Quads4`], `⌈n/4⌉ / 4`) than with 16 tokens in the lanes
+/// (`⌈n/16⌉`): when the last group of 16 would be at most three quarters full.
+fn quads_win(n_tok: usize) -> bool {
+    n_tok <= QUADS_MAX && matches!(n_tok % 16, 1..=12)
+}
+
+/// Most tokens a job takes [`Quads4`] for.
+const QUADS_MAX: usize = 48;
 
 const CHECKED: &str = "gemm checked the lengths";
 
@@ -505,7 +530,8 @@ pub(super) unsafe fn lanes_tile<B: Spread, const R: usize>(
 }
 
 /// Token groups `g0..g1` of `a` (`nb` blocks a token, `n_tok` tokens) into `dst`, each token
-/// in `side` adjacent lanes (1: 16 tokens a group; 2: 8, one lane for each row of a pair):
+/// in `side` adjacent lanes (1: 16 tokens a group; 2: 8, one lane for each row of a pair; 4: 4,
+/// one lane for each row of a quad):
 /// 4 bytes of each token a register, gathered; `neg` from the same registers. Lanes past the
 /// last token hold zeros.
 ///
@@ -523,13 +549,7 @@ pub(super) unsafe fn repack16<X: Offset>(
 ) {
     let per_group = 16 / side;
     let tok_bytes = (nb * size_of::<BlockQ8_0>()) as i32;
-    let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    let token = if side == 2 {
-        _mm512_srli_epi32::<1>(lane)
-    } else {
-        lane
-    };
-    let offsets = _mm512_mullo_epi32(token, _mm512_set1_epi32(tok_bytes));
+    let offsets = _mm512_mullo_epi32(lane_tokens(side), _mm512_set1_epi32(tok_bytes));
     // OFFSET as a u8 (128 for -128).
     let offset = _mm512_set1_epi8(X::OFFSET);
     for g in g0..g1 {

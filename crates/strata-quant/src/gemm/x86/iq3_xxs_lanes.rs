@@ -35,7 +35,7 @@ use super::super::tile::{run, Job, Tile};
 use super::avx2::{self, SignedLattice};
 use super::avx512::{lattice_sums, Lattice};
 use super::block_order_avx2::transpose8;
-use super::token_lanes::{self, TokenLanes};
+use super::token_lanes::{self, lane_tokens, TokenLanes};
 use crate::dot::x86::avx2::iq3::iq3_xxs_partials;
 use crate::dot::x86::avx2::lattice::u32_at;
 use crate::dot::x86::avx2::legacy::{add4_in_order, block_sums4, block_term, hsum_epi32, terms4};
@@ -453,7 +453,7 @@ unsafe fn decode_row<D: BlockDecode>(row: &[BlockIQ3_XXS], dst: *mut RowBlock, s
 
 /// Token groups `g0..g1` of `a` (`nb` blocks a token, `n_tok` tokens) into `dst` for 512-bit
 /// lanes, each token in `side` adjacent lanes (1: 16 tokens a group; 2: 8, one lane for each
-/// row of a pair): 4 bytes of each token a register, gathered; `neg` from the same registers.
+/// row of a pair; 4: 4, one for each row of a quad): 4 bytes of each token a register, gathered; `neg` from the same registers.
 /// Lanes past the last token hold zeros.
 ///
 /// # Safety
@@ -470,10 +470,7 @@ pub(super) unsafe fn repack_zmm(
 ) {
     let per_group = 16 / side;
     let tok_bytes = (nb * size_of::<BlockQ8_K>()) as i32;
-    let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    let token = _mm512_srli_epi32::<1>(lane);
-    let token = if side == 2 { token } else { lane };
-    let offsets = _mm512_mullo_epi32(token, _mm512_set1_epi32(tok_bytes));
+    let offsets = _mm512_mullo_epi32(lane_tokens(side), _mm512_set1_epi32(tok_bytes));
     let bias = _mm512_set1_epi8(BIAS);
     let zero = _mm512_setzero_si512();
     for g in g0..g1 {

@@ -11,6 +11,9 @@
 //! broadcast load puts into every lane pair, and the activations repeat each token in two
 //! adjacent lanes.
 //!
+//! A *row quad* ([`Quads4`]) does the same with four rows and 4 tokens a register (lane
+//! `4t + s`), for the jobs just past a whole group of 16 tokens.
+//!
 //! [`Lanes16`]: super::iq3_xxs_lanes::Lanes16
 
 use std::arch::x86_64::*;
@@ -18,7 +21,9 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::iq3_xxs_lanes::{lanes_tile, repack_zmm, ActBlock, BlockDecode, Spread, Zmm};
-use super::token_lanes::{spread_pair_ps, zip_dwords, TokenLanes};
+use super::token_lanes::{
+    spread_pair_ps, spread_quad_epi32, spread_quad_ps, zip_dwords, zip_qwords, TokenLanes,
+};
 use crate::iq3::BlockIQ3_XXS;
 use crate::q8_k::BlockQ8_K;
 
@@ -113,5 +118,106 @@ impl<D: BlockDecode> TokenLanes for Pairs8<D> {
         nb: usize,
     ) -> [__m512; R] {
         lanes_tile::<Zmm, PairBlock, R>(rows, acts, nb)
+    }
+}
+
+/// One decoded block of a row quad: each field's values for rows 0 to 3 side by side (128
+/// bits), so a 128-bit broadcast gives lanes `[row 0, row 1, row 2, row 3, row 0, …]`.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub(super) struct QuadBlock {
+    /// The 64 dwords of biased weights (4 bytes each, in element order) of the four rows.
+    q: [[i32; 4]; 64],
+    /// The 8 groups' odd multipliers `2 s + 1` of the four rows.
+    ls: [[i32; 4]; 8],
+    /// `d_x` of the four rows.
+    d: [f32; 4],
+}
+
+impl Spread<Zmm> for QuadBlock {
+    #[inline(always)]
+    unsafe fn q(&self, k: usize) -> __m512i {
+        spread_quad_epi32(&self.q[k])
+    }
+    #[inline(always)]
+    unsafe fn ls(&self, g: usize) -> __m512i {
+        spread_quad_epi32(&self.ls[g])
+    }
+    #[inline(always)]
+    unsafe fn d(&self) -> __m512 {
+        spread_quad_ps(&self.d)
+    }
+}
+
+/// IQ3_XXS with a row quad and 4 tokens in the lanes (run by `token_lanes.rs`), blocks
+/// decoded by `D`: a job of 9 to 12 tokens fills three registers where 16 tokens in the lanes
+/// fill one 56–75 %, so it takes three quarters of the `vpdpbusd`s per row.
+pub(super) struct Quads4<D>(PhantomData<D>);
+
+impl<D: BlockDecode> TokenLanes for Quads4<D> {
+    type W = BlockIQ3_XXS;
+    type A = BlockQ8_K;
+    type RowBlock = QuadBlock;
+    type ActBlock = ActBlock<Zmm>;
+    type Sums = __m512;
+    const LANES: usize = 4;
+    const ROWS: usize = 4;
+    const ACT_BYTES: usize = 512 << 10;
+
+    #[inline(always)]
+    unsafe fn repack(
+        a: &[BlockQ8_K],
+        nb: usize,
+        n_tok: usize,
+        g0: usize,
+        g1: usize,
+        dst: *mut ActBlock<Zmm>,
+    ) {
+        repack_zmm(a, nb, n_tok, g0, g1, dst, 4)
+    }
+
+    /// The four rows' blocks decoded as for [`Lanes16`](super::iq3_xxs_lanes::Lanes16),
+    /// their dwords interleaved four ways.
+    #[inline(always)]
+    unsafe fn decode_rows(rows: &[&[BlockIQ3_XXS]], dst: *mut QuadBlock, stride: usize) {
+        let mut q = [[0i32; 64]; 4];
+        for b in 0..rows[0].len() {
+            let out = &mut *dst.add(b * stride);
+            for s in 0..4 {
+                let ls;
+                (ls, out.d[s]) = D::decode(&rows[s][b], &mut q[s]);
+                for (g, ls) in ls.into_iter().enumerate() {
+                    out.ls[g][s] = ls;
+                }
+            }
+            for h in 0..4 {
+                let x = [0, 1, 2, 3].map(|s| q[s].as_ptr().add(16 * h));
+                let (p01, p01_1) = zip_dwords(
+                    _mm512_loadu_si512(x[0].cast()),
+                    _mm512_loadu_si512(x[1].cast()),
+                );
+                let (p23, p23_1) = zip_dwords(
+                    _mm512_loadu_si512(x[2].cast()),
+                    _mm512_loadu_si512(x[3].cast()),
+                );
+                // Dwords 16 h .. 16 h + 16 of the four rows, 4 per register.
+                let at = out.q.as_mut_ptr().add(16 * h);
+                let (lo, hi) = zip_qwords(p01, p23);
+                _mm512_storeu_si512(at.cast(), lo);
+                _mm512_storeu_si512(at.add(4).cast(), hi);
+                let (lo, hi) = zip_qwords(p01_1, p23_1);
+                _mm512_storeu_si512(at.add(8).cast(), lo);
+                _mm512_storeu_si512(at.add(12).cast(), hi);
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn tile<const R: usize>(
+        rows: *const QuadBlock,
+        acts: *const ActBlock<Zmm>,
+        nb: usize,
+    ) -> [__m512; R] {
+        lanes_tile::<Zmm, QuadBlock, R>(rows, acts, nb)
     }
 }

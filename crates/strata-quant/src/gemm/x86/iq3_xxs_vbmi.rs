@@ -17,7 +17,7 @@ use std::arch::x86_64::*;
 
 use super::super::tile::{run, Job, Tile};
 use super::iq3_xxs_lanes::{lanes16, BlockDecode, BIAS};
-use super::iq3_xxs_pairs::Pairs8;
+use super::iq3_xxs_pairs::{Pairs8, Quads4};
 use super::token_lanes::{self, TokenLanes};
 use crate::dot::x86::avx512::iq3_xxs::{self as kernel, Dec, Prep};
 use crate::iq3::BlockIQ3_XXS;
@@ -32,9 +32,9 @@ pub(super) use kernel::available;
 /// ([`Vbmi`]) and 64 (16 in the lanes); 10 tokens 16 in the lanes 76–79 against 61–63.
 pub(super) const PAIRS_MIN: usize = 4;
 
-/// `job`: [`Vbmi`] below [`PAIRS_MIN`] tokens (one included), [`Pairs8`] to 8 tokens, 16
-/// tokens in the lanes from there, with a last partial group of fewer than [`PAIRS_MIN`] tokens
-/// through [`Vbmi`] (from there a partial group in the lanes costs its products only, about
+/// `job`: [`Vbmi`] below [`PAIRS_MIN`] tokens (one included), [`Pairs8`] to 8 tokens, row
+/// quads ([`Quads4`]) where [`quads_win`], else 16 tokens in the lanes, with a last partial
+/// group of fewer than [`PAIRS_MIN`] tokens through [`Vbmi`] (from there a partial group in the lanes costs its products only, about
 /// what [`Pairs8`] would cost with its decoding again).
 ///
 /// # Safety
@@ -51,11 +51,29 @@ pub(super) unsafe fn gemm(job: Job<'_>) -> bool {
         token_lanes::run::<Pairs8<Permutes>, 4>(job);
         return true;
     }
+    if quads_win(job.n_tok) {
+        token_lanes::run::<Quads4<Permutes>, QUADS_R>(job);
+        return true;
+    }
     if let Some(tail) = lanes16::<Permutes>(job, 1..PAIRS_MIN) {
         let written = run::<Vbmi, 2, 4>(tail);
         assert!(written, "the VBMI tile takes one token too");
     }
     true
+}
+
+/// Row quads per decoded group ([`Quads4`]).
+const QUADS_R: usize = 4;
+
+/// Whether a job of `n_tok` tokens (more than 8) runs as row quads with 4 tokens a register
+/// ([`Quads4`]): past one group of 16 tokens, when the last group of 16 would be at most three
+/// quarters full (`⌈n/4⌉ / 4` `vpdpbusd`s per row against `⌈n/16⌉`). Below 16 the decode, not
+/// the products, sets the pace. Criterion on an Intel Xeon (`expert/IQ3_XXS/gemm/avx512`,
+/// 512 × 2048, one core, G products/s, nineteenth session, two rounds): 20 tokens 111–112
+/// against 91–95 (16 in the lanes and a [`Vbmi`] tail); 10 tokens 73–76 against 76–77, 12
+/// tokens 90 against 90–91, so those stay in the lanes.
+fn quads_win(n_tok: usize) -> bool {
+    (17..=48).contains(&n_tok) && matches!(n_tok % 16, 1..=12)
 }
 
 /// The tokens-in-lanes kernels' block decode with byte permutes: [`kernel::decode`]'s points

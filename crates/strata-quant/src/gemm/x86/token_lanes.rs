@@ -28,7 +28,7 @@ pub(super) trait TokenLanes {
     /// Tokens per group.
     const LANES: usize;
     /// Weight rows side by side in one register's lanes (1: lane = token; 2: a row pair, so
-    /// a group of half as many tokens fills the register).
+    /// a group of half as many tokens fills the register; 4: a row quad, a quarter as many).
     const ROWS: usize = 1;
     /// Bytes of repacked activations one pass reads (per thread): each pass decodes the rows
     /// again, so the larger the pass the less decoding, while it stays in L2.
@@ -110,6 +110,52 @@ pub(super) unsafe fn zip_dwords(a: __m512i, b: __m512i) -> (__m512i, __m512i) {
     )
 }
 
+/// A row quad's f32 value in every 128-bit chunk, `[v0, v1, v2, v3, v0, …]` (lane `4t + s` =
+/// row `s`, the layout of [`TokenLanes::ROWS`] = 4 on 512-bit registers): one broadcast load.
+///
+/// # Safety
+/// AVX-512 F is available.
+#[inline(always)]
+pub(super) unsafe fn spread_quad_ps(v: &[f32; 4]) -> __m512 {
+    _mm512_broadcast_f32x4(_mm_loadu_ps(v.as_ptr()))
+}
+
+/// A row quad's dword `[i32; 4]` in every 128-bit chunk (lane `4t + s` = row `s`).
+///
+/// # Safety
+/// AVX-512 F is available.
+#[inline(always)]
+pub(super) unsafe fn spread_quad_epi32(v: &[i32; 4]) -> __m512i {
+    _mm512_broadcast_i32x4(_mm_loadu_si128(v.as_ptr().cast()))
+}
+
+/// The qwords of two registers side by side: (`[a0, b0, a1, b1, a2, b2, a3, b3]`,
+/// `[a4, b4, …, a7, b7]`). After [`zip_dwords`] of rows 0, 1 into `a` and rows 2, 3 into `b`,
+/// each 128-bit chunk holds one dword of all four rows, as a row quad stores them.
+///
+/// # Safety
+/// AVX-512 F is available.
+#[inline(always)]
+pub(super) unsafe fn zip_qwords(a: __m512i, b: __m512i) -> (__m512i, __m512i) {
+    let lo = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
+    let hi = _mm512_add_epi64(lo, _mm512_set1_epi64(4));
+    (
+        _mm512_permutex2var_epi64(a, lo, b),
+        _mm512_permutex2var_epi64(a, hi, b),
+    )
+}
+
+/// Lane `l`'s token in a group whose tokens each take `side` adjacent lanes (1, 2 or 4).
+///
+/// # Safety
+/// AVX-512 F is available.
+#[inline(always)]
+pub(super) unsafe fn lane_tokens(side: usize) -> __m512i {
+    let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    let shift = _mm_cvtsi32_si128(side.trailing_zeros() as i32);
+    _mm512_srl_epi32(lane, shift)
+}
+
 thread_local! {
     /// Per-thread scratch for repacked activations.
     static ACTS: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
@@ -131,7 +177,10 @@ pub(super) unsafe fn run<K: TokenLanes, const R: usize>(job: Job<'_>) {
     let (n_rows, n_tok, stride) = (job.n_rows, job.n_tok, job.out_stride);
     let nb = w.len() / n_rows;
     let n_side = K::ROWS;
-    assert!(n_side == 1 || n_side == 2, "one row or a pair per register");
+    assert!(
+        matches!(n_side, 1 | 2 | 4),
+        "one row, a pair or a quad per register"
+    );
     assert_eq!(
         size_of::<K::Sums>(),
         K::LANES * n_side * size_of::<f32>(),
@@ -154,7 +203,7 @@ pub(super) unsafe fn run<K: TokenLanes, const R: usize>(job: Job<'_>) {
                     let r = (r0 + i * n_side + s).min(n_rows - 1);
                     &w[r * nb..(r + 1) * nb]
                 };
-                K::decode_rows(&[row(0), row(1)][..n_side], rows.add(i), R);
+                K::decode_rows(&[row(0), row(1), row(2), row(3)][..n_side], rows.add(i), R);
             }
             for g in g0..g1 {
                 let sums = K::tile::<R>(rows, acts.add((g - g0) * nb), nb);
