@@ -151,7 +151,7 @@ fn bench_expert_type(c: &mut Criterion, ty: GgmlType) {
     let (n, n_rows) = (2048, 512);
     let w = weights(ty, n_rows, n);
     let mut group = c.benchmark_group(format!("expert/{ty}"));
-    for n_tok in [1, 2, 4, 6, 8, 10, 12, 16, 20, 32, 64] {
+    for n_tok in [1, 2, 4, 6, 8, 10, 12, 16, 20, 24, 32, 40, 52, 64] {
         let acts = rows(vec_dot_type(ty).unwrap(), n_tok, n, 2);
         let mut out = vec![0.0f32; n_rows * n_tok];
         group.throughput(Throughput::Elements((n_rows * n_tok * n) as u64));

@@ -71,7 +71,8 @@ const QUADS_R: usize = 4;
 /// the products, sets the pace. Criterion on an Intel Xeon (`expert/IQ3_XXS/gemm/avx512`,
 /// 512 × 2048, one core, G products/s, nineteenth session, two rounds): 20 tokens 111–112
 /// against 91–95 (16 in the lanes and a [`Vbmi`] tail); 10 tokens 73–76 against 76–77, 12
-/// tokens 90 against 90–91, so those stay in the lanes.
+/// tokens 90 against 90–91, so those stay in the lanes; 40 tokens even (129–140 against
+/// 131–135), 52 tokens 146 against 137, to 48 as for the block-order formats.
 fn quads_win(n_tok: usize) -> bool {
     (17..=48).contains(&n_tok) && matches!(n_tok % 16, 1..=12)
 }
