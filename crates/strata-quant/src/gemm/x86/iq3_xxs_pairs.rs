@@ -181,11 +181,12 @@ impl<D: BlockDecode> TokenLanes for Quads4<D> {
     #[inline(always)]
     unsafe fn decode_rows(rows: &[&[BlockIQ3_XXS]], dst: *mut QuadBlock, stride: usize) {
         let mut q = [[0i32; 64]; 4];
-        for b in 0..rows[0].len() {
+        for (b, x0) in rows[0].iter().enumerate() {
+            let x = [x0, &rows[1][b], &rows[2][b], &rows[3][b]];
             let out = &mut *dst.add(b * stride);
             for s in 0..4 {
                 let ls;
-                (ls, out.d[s]) = D::decode(&rows[s][b], &mut q[s]);
+                (ls, out.d[s]) = D::decode(x[s], &mut q[s]);
                 for (g, ls) in ls.into_iter().enumerate() {
                     out.ls[g][s] = ls;
                 }
