@@ -106,11 +106,11 @@ unsafe fn few_tokens<X: Quad + crate::Block>(job: Job<'_>) {
 /// (8 quads measured no faster).
 const QUADS_R: usize = 4;
 
-/// Whether a job of `n_tok` tokens (more than 8) takes fewer `vpdpbusd`s per row with a row quad
-/// and 4 tokens a register ([`Quads4`], `⌈n/4⌉ / 4`) than with 16 tokens in the lanes
-/// (`⌈n/16⌉`): when the last group of 16 would be at most three quarters full.
+/// Whether a job of `n_tok` tokens (more than 8) runs as row quads ([`Quads4`]): to
+/// [`QUADS_MAX`] tokens, where they take fewer `vpdpbusd`s per row than 16 tokens in the lanes
+/// ([`token_lanes::quads_fill_better`]).
 fn quads_win(n_tok: usize) -> bool {
-    n_tok <= QUADS_MAX && matches!(n_tok % 16, 1..=12)
+    n_tok <= QUADS_MAX && token_lanes::quads_fill_better(n_tok)
 }
 
 /// Most tokens a job takes [`Quads4`] for: past it the repeated activations cost more than
@@ -483,8 +483,8 @@ impl<X: Offset + crate::Block> TokenLanes for Lanes16<X> {
 }
 
 /// A decoded weight block as the tile's registers take it: each value spread over its row's
-/// lanes (every lane for a [`RowBlock`], every other lane for each row of a
-/// [`super::block_order_pairs::PairBlock`]).
+/// lanes (every lane for a [`RowBlock`], every `S`-th lane for each row
+/// of a [`super::block_order_pairs::SideBlock`]).
 pub(super) trait Spread {
     /// Dword `k` of the biased quants.
     unsafe fn q(&self, k: usize) -> __m512i;

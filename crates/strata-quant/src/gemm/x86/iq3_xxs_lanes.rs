@@ -334,8 +334,8 @@ impl<M: IntDot> LaneOps for Ymm<M> {
 }
 
 /// A decoded weight block as the tile's registers take it: each value spread over its row's
-/// lanes (every lane for a [`RowBlock`], every other lane for each row of a
-/// [`super::iq3_xxs_pairs::PairBlock`]).
+/// lanes (every lane for a [`RowBlock`], every `S`-th lane for each row
+/// of a [`super::iq3_xxs_pairs::SideBlock`]).
 pub(super) trait Spread<V: LaneOps> {
     /// Dword `k` of the biased weights.
     unsafe fn q(&self, k: usize) -> V::I;

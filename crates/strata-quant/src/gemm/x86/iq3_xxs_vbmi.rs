@@ -74,7 +74,7 @@ const QUADS_R: usize = 4;
 /// tokens 90 against 90–91, so those stay in the lanes; 40 tokens even (129–140 against
 /// 131–135), 52 tokens 146 against 137, to 48 as for the block-order formats.
 fn quads_win(n_tok: usize) -> bool {
-    (17..=48).contains(&n_tok) && matches!(n_tok % 16, 1..=12)
+    (17..=48).contains(&n_tok) && token_lanes::quads_fill_better(n_tok)
 }
 
 /// The tokens-in-lanes kernels' block decode with byte permutes: [`kernel::decode`]'s points

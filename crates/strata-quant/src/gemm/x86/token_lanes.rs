@@ -84,24 +84,44 @@ pub(super) fn split_tail(
     }
 }
 
-/// A row pair's f32 value in every lane pair, `[v0, v1, v0, v1, …]` (lane `2t + s` = row `s`,
-/// the layout of [`TokenLanes::ROWS`] = 2 on 512-bit registers): one qword broadcast.
+/// Dword `[v0, …, v(S-1)]` of `S` rows side by side (`S` = 2: a row pair, 4: a quad) in every
+/// group of `S` lanes (lane `S t + s` = row `s`, the layout of [`TokenLanes::ROWS`] = `S` on
+/// 512-bit registers): one broadcast load.
 ///
 /// # Safety
-/// AVX-512 F is available.
+/// AVX-512 F is available; `v` points at `S` readable dwords.
 #[inline(always)]
-pub(super) unsafe fn spread_pair_ps(v: &[f32; 2]) -> __m512 {
-    let both = v.as_ptr().cast::<i64>().read_unaligned();
-    _mm512_castsi512_ps(_mm512_set1_epi64(both))
+pub(super) unsafe fn spread_rows<const S: usize>(v: *const u32) -> __m512i {
+    match S {
+        2 => _mm512_set1_epi64(v.cast::<i64>().read_unaligned()),
+        4 => _mm512_broadcast_i32x4(_mm_loadu_si128(v.cast())),
+        _ => unreachable!("a row pair or a quad"),
+    }
 }
 
-/// The dwords of two rows' registers side by side, as a row pair stores them:
-/// (`[a0, b0, a1, b1, …, a7, b7]`, `[a8, b8, …, a15, b15]`).
+/// `S` rows' registers of 16 dwords (`x[s]`: row `s`), each dword of the `S` rows side by side
+/// as [`spread_rows`] reads them: `[dwords 0..8, dwords 8..16]`, each `S / 2` registers
+/// (`[a0, b0, a1, b1, …]` for a pair; `[a0, b0, c0, d0, a1, …]` for a quad, the second
+/// register from dword 4 and 12).
 ///
 /// # Safety
-/// AVX-512 F is available.
+/// AVX-512 F is available; `S` is 2 or 4.
 #[inline(always)]
-pub(super) unsafe fn zip_dwords(a: __m512i, b: __m512i) -> (__m512i, __m512i) {
+pub(super) unsafe fn interleave_rows<const S: usize>(x: &[__m512i; S]) -> [[__m512i; 2]; 2] {
+    let (p01, p01_hi) = zip_dwords(x[0], x[1]);
+    if S == 2 {
+        return [[p01, p01], [p01_hi, p01_hi]];
+    }
+    let (p23, p23_hi) = zip_dwords(x[2], x[3]);
+    let (lo, lo_4) = zip_qwords(p01, p23);
+    let (hi, hi_4) = zip_qwords(p01_hi, p23_hi);
+    [[lo, lo_4], [hi, hi_4]]
+}
+
+/// The dwords of two registers side by side: (`[a0, b0, a1, b1, …, a7, b7]`,
+/// `[a8, b8, …, a15, b15]`).
+#[inline(always)]
+unsafe fn zip_dwords(a: __m512i, b: __m512i) -> (__m512i, __m512i) {
     let lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
     let hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
     (
@@ -110,39 +130,23 @@ pub(super) unsafe fn zip_dwords(a: __m512i, b: __m512i) -> (__m512i, __m512i) {
     )
 }
 
-/// A row quad's f32 value in every 128-bit chunk, `[v0, v1, v2, v3, v0, …]` (lane `4t + s` =
-/// row `s`, the layout of [`TokenLanes::ROWS`] = 4 on 512-bit registers): one broadcast load.
-///
-/// # Safety
-/// AVX-512 F is available.
-#[inline(always)]
-pub(super) unsafe fn spread_quad_ps(v: &[f32; 4]) -> __m512 {
-    _mm512_broadcast_f32x4(_mm_loadu_ps(v.as_ptr()))
-}
-
-/// A row quad's dword `[i32; 4]` in every 128-bit chunk (lane `4t + s` = row `s`).
-///
-/// # Safety
-/// AVX-512 F is available.
-#[inline(always)]
-pub(super) unsafe fn spread_quad_epi32(v: &[i32; 4]) -> __m512i {
-    _mm512_broadcast_i32x4(_mm_loadu_si128(v.as_ptr().cast()))
-}
-
 /// The qwords of two registers side by side: (`[a0, b0, a1, b1, a2, b2, a3, b3]`,
-/// `[a4, b4, …, a7, b7]`). After [`zip_dwords`] of rows 0, 1 into `a` and rows 2, 3 into `b`,
-/// each 128-bit chunk holds one dword of all four rows, as a row quad stores them.
-///
-/// # Safety
-/// AVX-512 F is available.
+/// `[a4, b4, …, a7, b7]`).
 #[inline(always)]
-pub(super) unsafe fn zip_qwords(a: __m512i, b: __m512i) -> (__m512i, __m512i) {
+unsafe fn zip_qwords(a: __m512i, b: __m512i) -> (__m512i, __m512i) {
     let lo = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
     let hi = _mm512_add_epi64(lo, _mm512_set1_epi64(4));
     (
         _mm512_permutex2var_epi64(a, lo, b),
         _mm512_permutex2var_epi64(a, hi, b),
     )
+}
+
+/// Whether `n_tok` tokens fill registers of 4 tokens (a row quad's, `⌈n/4⌉ / 4` `vpdpbusd`s
+/// per row and dword) better than registers of 16 (`⌈n/16⌉`): when the last group of 16 would
+/// be at most three quarters full.
+pub(super) fn quads_fill_better(n_tok: usize) -> bool {
+    matches!(n_tok % 16, 1..=12)
 }
 
 /// Lane `l`'s token in a group whose tokens each take `side` adjacent lanes (1, 2 or 4).
