@@ -49,18 +49,18 @@ pub(super) const TOKEN_LANES_MIN: usize = 6;
 
 /// `job` in block order: one row at a time for one token, rows in lanes below
 /// [`TOKEN_LANES_MIN`] tokens, a row pair and 8 tokens in the lanes ([`Pairs8`]) to 8 tokens,
-/// a row quad and 4 tokens in the lanes ([`Quads4`]) where [`quads_win`], else 16 tokens in
-/// the lanes (the tokens after the last whole group of 16 as a few-token job when they are
-/// fewer than [`TOKEN_LANES_MIN`]: [`token_lanes::split_tail`]). Always `true` (every entry
-/// written).
+/// a row quad and 4 tokens in the lanes ([`Quads4`]) where [`token_lanes::quads_win`], else
+/// 16 tokens in the lanes (the tokens after the last whole group of 16 as a few-token job when
+/// they are fewer than [`TOKEN_LANES_MIN`]: [`token_lanes::split_tail`]). Always `true` (every
+/// entry written).
 ///
 /// Criterion on an Intel Xeon (`expert/…/gemm/avx512`, 512 × 2048, one core, G products/s,
 /// eighteenth session), [`Pairs8`] against 16 tokens in the lanes: IQ4_NL 6 tokens 68–71
 /// against 52, 8 tokens 89–92 against 69; Q5_0 67–70 against 49, 88–96 against 65. At 4
 /// tokens rows in lanes stay ahead (IQ4_NL 59 against 46–48). [`Quads4`] against 16 tokens in
 /// the lanes (nineteenth session, two alternating rounds): Q5_0 10 tokens 86–87 against 78,
-/// 12 tokens 97–109 against 89–99; IQ4_NL 10 tokens 87–92 against 83–84, 12 tokens 104–110
-/// against 94–101; 20 tokens (against 16 in the lanes and a few-token tail) Q5_0 122–127
+/// 12 tokens 97–109 against 89–99; IQ4_NL 10 tokens 87–92 against 83–84, 12 tokens
+/// 104–110 against 94–101; 20 tokens (against 16 in the lanes and a few-token tail) Q5_0 122–127
 /// against 87–92, IQ4_NL 119–123 against 97.
 ///
 /// # Safety
@@ -75,7 +75,7 @@ pub(super) unsafe fn gemm<X: Quad + crate::Block>(job: Job<'_>) -> bool {
         token_lanes::run::<Pairs8<X>, 8>(job);
         return true;
     }
-    if quads_win(job.n_tok) {
+    if token_lanes::quads_win(job.n_tok) {
         token_lanes::run::<Quads4<X>, QUADS_R>(job);
         return true;
     }
@@ -105,18 +105,6 @@ unsafe fn few_tokens<X: Quad + crate::Block>(job: Job<'_>) {
 /// Row quads per decoded group ([`Quads4`]): 16 rows' blocks of a 2560-wide row stay in L1
 /// (8 quads measured no faster).
 const QUADS_R: usize = 4;
-
-/// Whether a job of `n_tok` tokens (more than 8) runs as row quads ([`Quads4`]): to
-/// [`QUADS_MAX`] tokens, where they take fewer `vpdpbusd`s per row than 16 tokens in the lanes
-/// ([`token_lanes::quads_fill_better`]).
-fn quads_win(n_tok: usize) -> bool {
-    n_tok <= QUADS_MAX && token_lanes::quads_fill_better(n_tok)
-}
-
-/// Most tokens a job takes [`Quads4`] for: past it the repeated activations cost more than
-/// the emptier lanes (criterion as above, 52 tokens: Q5_0 137 against 158 in the lanes, IQ4_NL
-/// 137 against 163; 40 tokens: Q5_0 146–151 against 140–146, IQ4_NL 151–154 against 142–144).
-const QUADS_MAX: usize = 48;
 
 const CHECKED: &str = "gemm checked the lengths";
 

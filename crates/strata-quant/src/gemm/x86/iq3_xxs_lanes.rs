@@ -23,9 +23,10 @@
 //!   block's 64 points looked up at once, both in a tile of its own for a few tokens (in place
 //!   of [`PairChain`]) and as the lanes' decode ([`BlockDecode`]).
 //!
-//! Without VBMI one token is left to the `vec_dot` row loop. Plain AVX2 keeps its lane order and per-pair
-//! tile: without `vpdpbusd`, 32 products for 8 tokens cost a `vpmaddubsw`, a `vpmaddwd` and an
-//! add, as they do for one (row, token) pair, so tokens in lanes would gain nothing there.
+//! Without VBMI one token is left to the `vec_dot` row loop. Plain AVX2 keeps its lane order
+//! and per-pair tile: without `vpdpbusd`, 32 products for 8 tokens cost a `vpmaddubsw`, a
+//! `vpmaddwd` and an add, as they do for one (row, token) pair, so tokens in lanes would gain
+//! nothing there.
 
 use std::arch::x86_64::*;
 use std::marker::PhantomData;
@@ -205,7 +206,8 @@ impl<L: LatticeTile> Tile for PairChain<L> {
 }
 
 /// One decoded block of one row: the 256 weights biased to unsigned (`w + 64`) as 64 dwords
-/// (4 bytes each, in element order), the 8 groups' odd multipliers `2 s + 1`, and `d_x`.
+/// (4 bytes each, in the decoder's slot order: [`BlockDecode::slot`]), the 8 groups' odd
+/// multipliers `2 s + 1`, and `d_x`.
 #[derive(Clone, Copy)]
 #[repr(C)]
 pub(super) struct RowBlock {
@@ -215,7 +217,8 @@ pub(super) struct RowBlock {
 }
 
 /// One activation block of a token group (16 tokens in [`Zmm`], 8 in [`Ymm`]): register `k`
-/// holds bytes `4k..4k + 4` of each token (lane = token), `neg[g]` holds `-64 Σ y` over group
+/// holds the 4 bytes of each token (lane = token) that meet the weights of slot `k` (bytes
+/// `4k..4k + 4` in element order; [`BlockDecode::slot`]), `neg[g]` holds `-64 Σ y` over group
 /// `g` (the start that cancels the weights' bias) and `d` the tokens' `d_y`. Lanes past the
 /// last token hold `y = 0`, `d_y = 0`.
 #[repr(C, align(64))]
@@ -361,15 +364,16 @@ impl<V: LaneOps> Spread<V> for RowBlock {
 }
 
 /// `R` decoded row blocks × one token group over `nb` blocks (the [`TokenLanes::tile`] of
-/// [`Lanes16`], [`Lanes8`] and the row pairs'). Per block: for each group, eight `vpdpbusd`
-/// from `neg` per row, each activation register loaded once for the `R` rows; the group's
-/// multiplier; then the block's term `(d_x · d_y) · block`, added in block order; at the end
-/// times 1/4.
+/// [`Lanes16`], [`Lanes8`] and the row pairs'), decoded by `D`. Per block: for each group,
+/// eight `vpdpbusd` from `neg` per row (its slots in `D`'s order: exact i32 sums, so any
+/// order gives the same bits), each activation register loaded once for the `R` rows; the
+/// group's multiplier; then the block's term `(d_x · d_y) · block`, added in block order; at
+/// the end times 1/4.
 ///
 /// # Safety
 /// `V`'s instructions are available; `rows` holds `R · nb` blocks, `acts` `nb`.
 #[inline(always)]
-pub(super) unsafe fn lanes_tile<V: LaneOps, B: Spread<V>, const R: usize>(
+pub(super) unsafe fn lanes_tile<V: LaneOps, B: Spread<V>, D: BlockDecode, const R: usize>(
     rows: *const B,
     acts: *const ActBlock<V>,
     nb: usize,
@@ -381,7 +385,8 @@ pub(super) unsafe fn lanes_tile<V: LaneOps, B: Spread<V>, const R: usize>(
         let mut sum = [V::splat_i(0); R];
         for g in 0..8 {
             let mut t = [act.neg[g]; R];
-            for k in 8 * g..8 * g + 8 {
+            for j in 0..8 {
+                let k = D::slot(g, j);
                 let y = act.q[k];
                 for (i, t) in t.iter_mut().enumerate() {
                     *t = V::dot_u8i8(*t, (*row.add(i)).q(k), y);
@@ -407,15 +412,36 @@ pub(super) unsafe fn lanes_tile<V: LaneOps, B: Spread<V>, const R: usize>(
 /// The bias that makes a signed lattice weight (|w| <= 62) an unsigned byte.
 pub(super) const BIAS: i8 = 64;
 
-/// How the tokens-in-lanes kernels decode a weight block.
+/// How the tokens-in-lanes kernels decode a weight block, and in which order its dwords lie.
 pub(super) trait BlockDecode {
-    /// The block's 256 lattice weights with their signs, biased to unsigned (`w + 64`), in
-    /// element order into `q` (4 bytes a dword); returns the groups' odd multipliers `2 s + 1`
-    /// and `d_x`.
+    /// Whether the decoded dwords are in another order than the elements' (then the
+    /// activations go through [`BlockDecode::reorder`] before the repacking reads them).
+    const REORDERED: bool = false;
+
+    /// The block's 256 lattice weights with their signs, biased to unsigned (`w + 64`), into
+    /// `q` (4 bytes a dword, in [`BlockDecode::slot`] order); returns the groups' odd
+    /// multipliers `2 s + 1` and `d_x`.
     ///
     /// # Safety
     /// The decoder's CPU features are available.
     unsafe fn decode(x: &BlockIQ3_XXS, q: &mut [i32; 64]) -> ([i32; 8], f32);
+
+    /// The slot (0..64) of group `g`'s dword `j` (0..8): `8 g + j` in element order.
+    #[inline(always)]
+    fn slot(g: usize, j: usize) -> usize {
+        8 * g + j
+    }
+
+    /// A token's 256 activations (`y`) as 64 dwords in slot order into `dst`: dword `k` holds
+    /// the activations that meet the weight bytes of slot `k`. Only called when
+    /// [`BlockDecode::REORDERED`].
+    ///
+    /// # Safety
+    /// The decoder's CPU features are available.
+    #[inline(always)]
+    unsafe fn reorder(_y: &[i8; 256], _dst: &mut [i32; 64]) {
+        unreachable!("only reordering decoders reorder activations")
+    }
 }
 
 /// The per-pair tiles' decode (a group's eight points fetched one by one, signs through a
@@ -453,13 +479,14 @@ unsafe fn decode_row<D: BlockDecode>(row: &[BlockIQ3_XXS], dst: *mut RowBlock, s
 
 /// Token groups `g0..g1` of `a` (`nb` blocks a token, `n_tok` tokens) into `dst` for 512-bit
 /// lanes, each token in `side` adjacent lanes (1: 16 tokens a group; 2: 8, one lane for each
-/// row of a pair; 4: 4, one for each row of a quad): 4 bytes of each token a register, gathered; `neg` from the same registers.
-/// Lanes past the last token hold zeros.
+/// row of a pair; 4: 4, one for each row of a quad): 4 bytes of each token a register, in
+/// `D`'s slot order, gathered; `neg` from the same registers. Lanes past the last token hold
+/// zeros.
 ///
 /// # Safety
 /// AVX-512 F, BW and VNNI are available; `dst` has room for `(g1 - g0) · nb` blocks.
 #[inline(always)]
-pub(super) unsafe fn repack_zmm(
+pub(super) unsafe fn repack_zmm<D: BlockDecode>(
     a: &[BlockQ8_K],
     nb: usize,
     n_tok: usize,
@@ -471,21 +498,33 @@ pub(super) unsafe fn repack_zmm(
     let per_group = 16 / side;
     let tok_bytes = (nb * size_of::<BlockQ8_K>()) as i32;
     let offsets = _mm512_mullo_epi32(lane_tokens(side), _mm512_set1_epi32(tok_bytes));
+    // A reordering decoder's activations come from a copy in slot order, 256 bytes a token.
+    let mut reordered = [[0i32; 64]; 16];
+    let reordered_offsets = _mm512_mullo_epi32(lane_tokens(side), _mm512_set1_epi32(256));
     let bias = _mm512_set1_epi8(BIAS);
     let zero = _mm512_setzero_si512();
     for g in g0..g1 {
-        let live = (n_tok - g * per_group).min(per_group) * side;
+        let tokens = (n_tok - g * per_group).min(per_group);
+        let live = tokens * side;
         let mask: __mmask16 = ((1u32 << live) - 1) as u16;
-        let first = a.as_ptr().add(g * per_group * nb).cast::<u8>();
+        let first = a.as_ptr().add(g * per_group * nb);
         for b in 0..nb {
-            let block = first.add(b * size_of::<BlockQ8_K>());
-            let qs = block.add(offset_of!(BlockQ8_K, qs));
+            let block = first.add(b).cast::<u8>();
             let out = &mut *dst.add((g - g0) * nb + b);
+            let (qs, q_offsets) = if D::REORDERED {
+                for (t, dst) in reordered.iter_mut().enumerate().take(tokens) {
+                    D::reorder(&(*first.add(t * nb + b)).qs, dst);
+                }
+                (reordered.as_ptr().cast::<u8>(), reordered_offsets)
+            } else {
+                (block.add(offset_of!(BlockQ8_K, qs)), offsets)
+            };
             for group in 0..8 {
                 let mut sum = zero;
-                for k in 8 * group..8 * group + 8 {
+                for j in 0..8 {
+                    let k = D::slot(group, j);
                     let src = qs.add(4 * k).cast();
-                    let q = _mm512_mask_i32gather_epi32::<1>(zero, mask, offsets, src);
+                    let q = _mm512_mask_i32gather_epi32::<1>(zero, mask, q_offsets, src);
                     out.q[k] = q;
                     sum = _mm512_dpbusd_epi32(sum, bias, q);
                 }
@@ -518,7 +557,7 @@ impl<D: BlockDecode> TokenLanes for Lanes16<D> {
         g1: usize,
         dst: *mut ActBlock<Zmm>,
     ) {
-        repack_zmm(a, nb, n_tok, g0, g1, dst, 1)
+        repack_zmm::<D>(a, nb, n_tok, g0, g1, dst, 1)
     }
 
     #[inline(always)]
@@ -532,7 +571,7 @@ impl<D: BlockDecode> TokenLanes for Lanes16<D> {
         acts: *const ActBlock<Zmm>,
         nb: usize,
     ) -> [__m512; R] {
-        lanes_tile::<Zmm, RowBlock, R>(rows, acts, nb)
+        lanes_tile::<Zmm, RowBlock, D, R>(rows, acts, nb)
     }
 }
 
@@ -634,6 +673,6 @@ impl<M: IntDot> TokenLanes for Lanes8<M> {
         acts: *const ActBlock<Ymm<M>>,
         nb: usize,
     ) -> [__m256; R] {
-        lanes_tile::<Ymm<M>, RowBlock, R>(rows, acts, nb)
+        lanes_tile::<Ymm<M>, RowBlock, Lookup<M>, R>(rows, acts, nb)
     }
 }

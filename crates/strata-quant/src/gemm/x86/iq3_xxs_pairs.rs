@@ -30,7 +30,8 @@ use crate::q8_k::BlockQ8_K;
 #[derive(Clone, Copy)]
 #[repr(C)]
 pub(super) struct SideBlock<const S: usize> {
-    /// The 64 dwords of biased weights (4 bytes each, in element order) of the `S` rows.
+    /// The 64 dwords of biased weights (4 bytes each, in the decoder's slot order) of the `S`
+    /// rows.
     q: [[i32; S]; 64],
     /// The 8 groups' odd multipliers `2 s + 1` of the `S` rows.
     ls: [[i32; S]; 8],
@@ -82,7 +83,7 @@ impl<D: BlockDecode, const S: usize> TokenLanes for Sides<D, S> {
         g1: usize,
         dst: *mut ActBlock<Zmm>,
     ) {
-        repack_zmm(a, nb, n_tok, g0, g1, dst, S)
+        repack_zmm::<D>(a, nb, n_tok, g0, g1, dst, S)
     }
 
     /// The rows' blocks decoded as for [`Lanes16`](super::iq3_xxs_lanes::Lanes16), their
@@ -134,6 +135,6 @@ impl<D: BlockDecode, const S: usize> TokenLanes for Sides<D, S> {
         acts: *const ActBlock<Zmm>,
         nb: usize,
     ) -> [__m512; R] {
-        lanes_tile::<Zmm, SideBlock<S>, R>(rows, acts, nb)
+        lanes_tile::<Zmm, SideBlock<S>, D, R>(rows, acts, nb)
     }
 }

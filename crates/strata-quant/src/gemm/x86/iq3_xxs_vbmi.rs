@@ -29,13 +29,16 @@ pub(super) use kernel::available;
 /// than through [`Vbmi`]; from 9 tokens, 16 in the lanes ([`lanes16`]). Criterion on an Intel
 /// Xeon (`expert/IQ3_XXS/gemm/avx512`, 512 × 2048, one core, G products/s, eighteenth
 /// session): 4 tokens 47 against 46, 6 tokens 70 against 52, 8 tokens 94 against 57
-/// ([`Vbmi`]) and 64 (16 in the lanes); 10 tokens 16 in the lanes 76–79 against 61–63.
+/// ([`Vbmi`]) and 64 (16 in the lanes); 10 tokens 16 in the lanes 76–79 against 61–63. With
+/// the decode kept in slot order ([`Permutes`], twentieth session) 2 tokens still ran 24–26
+/// against 32–33.
 pub(super) const PAIRS_MIN: usize = 4;
 
 /// `job`: [`Vbmi`] below [`PAIRS_MIN`] tokens (one included), [`Pairs8`] to 8 tokens, row
-/// quads ([`Quads4`]) where [`quads_win`], else 16 tokens in the lanes, with a last partial
-/// group of fewer than [`PAIRS_MIN`] tokens through [`Vbmi`] (from there a partial group in the lanes costs its products only, about
-/// what [`Pairs8`] would cost with its decoding again).
+/// quads ([`Quads4`]) where [`token_lanes::quads_win`], else 16 tokens in the lanes, with a
+/// last partial group of fewer than [`PAIRS_MIN`] tokens through [`Vbmi`] (from there a
+/// partial group in the lanes costs its products only, about what [`Pairs8`] would cost with
+/// its decoding again).
 ///
 /// # Safety
 /// AVX-512 F, BW, VL, VNNI, VBMI and BITALG, AVX2, FMA and F16C are available; `gemm` checked
@@ -51,7 +54,12 @@ pub(super) unsafe fn gemm(job: Job<'_>) -> bool {
         token_lanes::run::<Pairs8<Permutes>, 4>(job);
         return true;
     }
-    if quads_win(job.n_tok) {
+    // Criterion on an Intel Xeon (`expert/IQ3_XXS/gemm/avx512`, 512 × 2048, one core, G
+    // products/s, two rounds): 20 tokens 111–112 against 91–95 (16 in the lanes and a Vbmi
+    // tail); 40 tokens even (129–140 against 131–135), 52 tokens 146 against 137. 10 and 12
+    // tokens measured even while the decode set the pace (76, 90); with the decode in slot
+    // order 10 tokens 86–88 against 75–82, 12 tokens 100–105 against 95–98.
+    if token_lanes::quads_win(job.n_tok) {
         token_lanes::run::<Quads4<Permutes>, QUADS_R>(job);
         return true;
     }
@@ -65,69 +73,77 @@ pub(super) unsafe fn gemm(job: Job<'_>) -> bool {
 /// Row quads per decoded group ([`Quads4`]).
 const QUADS_R: usize = 4;
 
-/// Whether a job of `n_tok` tokens (more than 8) runs as row quads with 4 tokens a register
-/// ([`Quads4`]): past one group of 16 tokens, when the last group of 16 would be at most three
-/// quarters full (`⌈n/4⌉ / 4` `vpdpbusd`s per row against `⌈n/16⌉`). Below 16 the decode, not
-/// the products, sets the pace. Criterion on an Intel Xeon (`expert/IQ3_XXS/gemm/avx512`,
-/// 512 × 2048, one core, G products/s, nineteenth session, two rounds): 20 tokens 111–112
-/// against 91–95 (16 in the lanes and a [`Vbmi`] tail); 10 tokens 73–76 against 76–77, 12
-/// tokens 90 against 90–91, so those stay in the lanes; 40 tokens even (129–140 against
-/// 131–135), 52 tokens 146 against 137, to 48 as for the block-order formats.
-fn quads_win(n_tok: usize) -> bool {
-    (17..=48).contains(&n_tok) && token_lanes::quads_fill_better(n_tok)
-}
-
 /// The tokens-in-lanes kernels' block decode with byte permutes: [`kernel::decode`]'s points
-/// (register `p` = byte `p` of the 64 points) given their signs and bias, then interleaved
-/// back to element order.
+/// (register `p` = byte `p` of the 64 points) given their signs and bias, kept in that order:
+/// slot `16 p + m` holds byte `p` of points `4 m .. 4 m + 4` (weights `16 m + 4 i + p`,
+/// `i` = 0..4). The activations are reordered to match, once per token, where interleaving
+/// the weights back to element order cost 16 shuffles per row and block.
 pub(super) struct Permutes;
 
+/// [`Permutes::reorder`]'s byte selections: output register `p`, byte `4 m + i` takes
+/// activation `16 m + 4 i + p`, as byte `16 (m mod 8) + 4 i + p` of registers 0–1 (`m < 8`)
+/// or 2–3.
+const REORDER: [[u8; 64]; 4] = {
+    let mut t = [[0u8; 64]; 4];
+    let mut p = 0;
+    while p < 4 {
+        let mut m = 0;
+        while m < 16 {
+            let mut i = 0;
+            while i < 4 {
+                t[p][4 * m + i] = (16 * (m % 8) + 4 * i + p) as u8;
+                i += 1;
+            }
+            m += 1;
+        }
+        p += 1;
+    }
+    t
+};
+
 impl BlockDecode for Permutes {
+    const REORDERED: bool = true;
+
     #[inline(always)]
     unsafe fn decode(x: &BlockIQ3_XXS, q: &mut [i32; 64]) -> ([i32; 8], f32) {
         let (bytes, negative, mult, d) = kernel::decode(x);
         let bias = _mm512_set1_epi8(BIAS);
         // w + 64, or 64 - w where the element's sign is set.
-        let mut w = [bias; 4];
-        for (p, w) in w.iter_mut().enumerate() {
-            let plus = _mm512_add_epi8(bytes[p], bias);
-            *w = _mm512_mask_sub_epi8(plus, negative[p], bias, bytes[p]);
-        }
-        // Per 128-bit lane L (points 16 L .. 16 L + 16): bytes 0, 1 and 2, 3 of points
-        // 0..8 and 8..16 side by side, then whole points: `r[i]` lane L = points
-        // 16 L + 4 i .. 16 L + 4 i + 4.
-        let (lo01, hi01) = (
-            _mm512_unpacklo_epi8(w[0], w[1]),
-            _mm512_unpackhi_epi8(w[0], w[1]),
-        );
-        let (lo23, hi23) = (
-            _mm512_unpacklo_epi8(w[2], w[3]),
-            _mm512_unpackhi_epi8(w[2], w[3]),
-        );
-        let r = [
-            _mm512_unpacklo_epi16(lo01, lo23),
-            _mm512_unpackhi_epi16(lo01, lo23),
-            _mm512_unpacklo_epi16(hi01, hi23),
-            _mm512_unpackhi_epi16(hi01, hi23),
-        ];
-        // Transposed as 4 × 4 lanes: register L = lane L of r[0], r[1], r[2], r[3].
-        let t0 = _mm512_shuffle_i64x2::<0b01_00_01_00>(r[0], r[1]);
-        let t1 = _mm512_shuffle_i64x2::<0b11_10_11_10>(r[0], r[1]);
-        let t2 = _mm512_shuffle_i64x2::<0b01_00_01_00>(r[2], r[3]);
-        let t3 = _mm512_shuffle_i64x2::<0b11_10_11_10>(r[2], r[3]);
-        let out = [
-            _mm512_shuffle_i64x2::<0b10_00_10_00>(t0, t2),
-            _mm512_shuffle_i64x2::<0b11_01_11_01>(t0, t2),
-            _mm512_shuffle_i64x2::<0b10_00_10_00>(t1, t3),
-            _mm512_shuffle_i64x2::<0b11_01_11_01>(t1, t3),
-        ];
-        for (i, out) in out.iter().enumerate() {
-            _mm512_storeu_si512(q.as_mut_ptr().add(16 * i).cast(), *out);
+        for (p, bytes) in bytes.iter().enumerate() {
+            let plus = _mm512_add_epi8(*bytes, bias);
+            let w = _mm512_mask_sub_epi8(plus, negative[p], bias, *bytes);
+            _mm512_storeu_si512(q.as_mut_ptr().add(16 * p).cast(), w);
         }
         // Group g's multiplier is in lanes 2 g and 2 g + 1.
         let mut ls = [0i32; 8];
         _mm256_storeu_si256(ls.as_mut_ptr().cast(), _mm512_cvtepi64_epi32(mult));
         (ls, d)
+    }
+
+    /// Group `g` is points `8 g .. 8 g + 8`: `m` = `2 g`, `2 g + 1` of every register `p`.
+    #[inline(always)]
+    fn slot(g: usize, j: usize) -> usize {
+        16 * (j % 4) + 2 * g + j / 4
+    }
+
+    #[inline(always)]
+    unsafe fn reorder(y: &[i8; 256], dst: &mut [i32; 64]) {
+        let y = y.as_ptr();
+        let (y0, y1) = (
+            _mm512_loadu_si512(y.cast()),
+            _mm512_loadu_si512(y.add(64).cast()),
+        );
+        let (y2, y3) = (
+            _mm512_loadu_si512(y.add(128).cast()),
+            _mm512_loadu_si512(y.add(192).cast()),
+        );
+        for (p, pick) in REORDER.iter().enumerate() {
+            let pick = _mm512_loadu_si512(pick.as_ptr().cast());
+            let low = _mm512_permutex2var_epi8(y0, pick, y1);
+            let high = _mm512_permutex2var_epi8(y2, pick, y3);
+            let w = _mm512_mask_blend_epi8(0xffff_ffff_0000_0000, low, high);
+            _mm512_storeu_si512(dst.as_mut_ptr().add(16 * p).cast(), w);
+        }
     }
 }
 

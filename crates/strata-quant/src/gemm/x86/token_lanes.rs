@@ -142,12 +142,20 @@ unsafe fn zip_qwords(a: __m512i, b: __m512i) -> (__m512i, __m512i) {
     )
 }
 
-/// Whether `n_tok` tokens fill registers of 4 tokens (a row quad's, `⌈n/4⌉ / 4` `vpdpbusd`s
-/// per row and dword) better than registers of 16 (`⌈n/16⌉`): when the last group of 16 would
-/// be at most three quarters full.
-pub(super) fn quads_fill_better(n_tok: usize) -> bool {
-    matches!(n_tok % 16, 1..=12)
+/// Whether a job of `n_tok` tokens (more than a row pair's 8) runs as row quads, 4 tokens a
+/// register: to [`QUADS_MAX`] tokens, when they fill the registers better than 16 tokens in
+/// the lanes (`⌈n/4⌉ / 4` `vpdpbusd`s per row and dword against `⌈n/16⌉`: the last group of
+/// 16 would be at most three quarters full).
+pub(super) fn quads_win(n_tok: usize) -> bool {
+    n_tok <= QUADS_MAX && matches!(n_tok % 16, 1..=12)
 }
+
+/// Most tokens a job takes row quads for: past it the repeated activations cost more than
+/// the emptier lanes (criterion `expert/…/gemm/avx512`, Intel Xeon, 512 × 2048, one core, G
+/// products/s; 52 tokens: Q5_0 137 against 158 in the lanes, IQ4_NL 137 against 163; 40
+/// tokens: Q5_0 146–151 against 140–146, IQ4_NL 151–154 against 142–144). IQ3_XXS, whose
+/// decode weighs more, still gained at 52 (146 against 137); one rule serves both.
+const QUADS_MAX: usize = 48;
 
 /// Lane `l`'s token in a group whose tokens each take `side` adjacent lanes (1, 2 or 4).
 ///
