@@ -433,14 +433,15 @@ pub(super) trait BlockDecode {
     }
 
     /// A token's 256 activations (`y`) as 64 dwords in slot order into `dst`: dword `k` holds
-    /// the activations that meet the weight bytes of slot `k`. Only called when
-    /// [`BlockDecode::REORDERED`].
+    /// the activations that meet the weight bytes of slot `k`. By default element order, a
+    /// plain copy, which the repacking skips (it reads the activations in place unless
+    /// [`BlockDecode::REORDERED`]).
     ///
     /// # Safety
     /// The decoder's CPU features are available.
     #[inline(always)]
-    unsafe fn reorder(_y: &[i8; 256], _dst: &mut [i32; 64]) {
-        unreachable!("only reordering decoders reorder activations")
+    unsafe fn reorder(y: &[i8; 256], dst: &mut [i32; 64]) {
+        std::ptr::copy_nonoverlapping(y.as_ptr(), dst.as_mut_ptr().cast::<i8>(), 256);
     }
 }
 
