@@ -1,8 +1,8 @@
 //! IQ3_XXS against Q8_K on AVX-512 with a *pair of rows* in one register's lanes: lane
 //! `2t + s` holds row `s` of the pair against token `t`, so a group of 8 tokens fills the 16
 //! lanes where the tokens-in-lanes tile (`iq3_xxs_lanes.rs`, [`Lanes16`]) would leave half of
-//! them empty. A routed expert in a prefill chunk meets about 10 tokens (512 tokens, 10 of 512
-//! experts), where every group of 16 lanes holds at most 10 tokens.
+//! them empty. A routed expert in a prefill chunk meets anywhere from 1 to ~150 tokens, and
+//! a fifth of its products come in jobs of 5 to 8 (BENCHMARKS.md, nineteenth session).
 //!
 //! Everything else is [`Lanes16`]'s: the same biased lattice points, the same `vpdpbusd` from
 //! `-64 Σ y`, the same multipliers and float operations per lane in block order, so every
@@ -12,8 +12,11 @@
 //! adjacent lanes.
 //!
 //! A *row quad* ([`Quads4`]) does the same with four rows and 4 tokens a register (lane
-//! `4t + s`), for the jobs just past a whole group of 16 tokens. Both are [`Sides`], `S` rows
-//! side by side.
+//! `4t + s`), for the jobs of 9 to 48 tokens whose last group of 16 would be at most three
+//! quarters full (`token_lanes::quads_win`). Both are [`Sides`], `S` rows side by side.
+//!
+//! The decoded dwords are in the decoder's slot order ([`BlockDecode::slot`]), which the
+//! activations' repacking follows.
 //!
 //! [`Lanes16`]: super::iq3_xxs_lanes::Lanes16
 
@@ -61,7 +64,7 @@ pub(super) struct Sides<D, const S: usize>(PhantomData<D>);
 /// A row pair and 8 tokens a register: 4 to 8 tokens.
 pub(super) type Pairs8<D> = Sides<D, 2>;
 
-/// A row quad and 4 tokens a register: the jobs just past a whole group of 16 tokens.
+/// A row quad and 4 tokens a register: 9 to 12 tokens and the like (`token_lanes::quads_win`).
 pub(super) type Quads4<D> = Sides<D, 4>;
 
 impl<D: BlockDecode, const S: usize> TokenLanes for Sides<D, S> {

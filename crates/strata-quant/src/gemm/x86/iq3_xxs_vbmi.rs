@@ -4,10 +4,12 @@
 //! - **One to a few tokens** (decode, a speculative window, several sequences, small expert
 //!   batches): that kernel through the shared tile loop (`tile.rs`, [`Vbmi`]), each weight block
 //!   decoded once for every token of the batch and each token prepared once.
-//! - **More** (prefill; a routed expert's ~10 tokens): the tokens-in-lanes kernels with the
-//!   same decode ([`Permutes`]): 16 tokens in the lanes (`iq3_xxs_lanes.rs`), or to 8 tokens a
-//!   row pair and 8 tokens (`iq3_xxs_pairs.rs`). Their lookups of eight points at a time were
-//!   most of the lanes' cost where a row's decoded blocks meet few tokens: criterion
+//! - **More** (prefill; a routed expert's 4 to ~150 tokens): the tokens-in-lanes kernels with
+//!   the same decode ([`Permutes`], its points left in the order the lookups give them): 16
+//!   tokens in the lanes (`iq3_xxs_lanes.rs`), to 8 tokens a row pair and 8 tokens, and row
+//!   quads where they fill the registers better (`iq3_xxs_pairs.rs`). The table decode's
+//!   lookups of eight points at a time were most of the lanes' cost where a row's decoded
+//!   blocks meet few tokens: criterion
 //!   (`expert/IQ3_XXS/gemm/avx512`, Intel Xeon, one core) 16 tokens 102 → 122–125 G
 //!   products/s, 32 tokens 133 → 151; 8 tokens 57 → 94 with the row pairs.
 //!
