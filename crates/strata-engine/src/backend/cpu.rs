@@ -426,9 +426,7 @@ impl Backend for Cpu<'_> {
     fn mul_sigmoid(&self, x: &mut Activations, g: &Activations) {
         let g = g.read();
         par_chunks(self.pool, x.write(), 1, |r, x| {
-            for (xi, gi) in x.iter_mut().zip(&g[r]) {
-                *xi *= sigmoid(*gi);
-            }
+            crate::ops::exp::map2(x, &g[r], |xi, gi| xi * sigmoid(gi))
         });
     }
 

@@ -2,6 +2,8 @@
 
 use std::sync::OnceLock;
 
+use super::exp::map2;
+use super::gate::silu;
 use super::par_chunks;
 use crate::pool::Pool;
 
@@ -11,10 +13,7 @@ use crate::pool::Pool;
 pub fn swiglu(pool: &Pool, gate: &mut [f32], up: &[f32]) {
     debug_assert_eq!(gate.len(), up.len());
     par_chunks(pool, gate, 1, |r, gate| {
-        for (g, u) in gate.iter_mut().zip(&up[r]) {
-            let x = *g;
-            *g = x / (1.0 + (-x).exp()) * u;
-        }
+        map2(gate, &up[r], |x, u| silu(x) * u)
     });
 }
 

@@ -130,9 +130,12 @@ pub fn delta_rule_recurrent(
 /// [`delta_rule_recurrent`] of head `h`: `st` is its `[d_k][d_v]` state, `o` its `[T][d_v]`
 /// outputs.
 ///
-/// Compiled for the widest vector unit [`Isa::best`] allows. Every path does the same
-/// arithmetic in the same order (lanes are value dimensions; separate multiplies and adds:
-/// Rust never fuses them), so the bits do not depend on the path, only the speed does.
+/// Compiled for the widest vector unit [`Isa::best`] allows, with FMA. Every path does the
+/// same arithmetic in the same order (lanes are value dimensions; each update and sum is one
+/// fused multiply-add, `f32::mul_add`, which is correctly rounded wherever it runs: an FMA
+/// instruction on the vector paths, libm's `fmaf` on the portable one), so the bits do not
+/// depend on the path, only the speed does. (Fused, the per-element work is four operations
+/// instead of seven: +2 % Qwen3-Next pp512 on 2 cores.)
 fn recurrent_head(
     s: &DeltaShape,
     x: DeltaInputs<'_>,
@@ -151,11 +154,11 @@ fn recurrent_head(
     };
     #[cfg(target_arch = "x86_64")]
     {
-        #[target_feature(enable = "avx512f")]
+        #[target_feature(enable = "avx512f,fma")]
         unsafe fn avx512(head: Head<'_, '_>) {
             head.run()
         }
-        #[target_feature(enable = "avx2")]
+        #[target_feature(enable = "avx2,fma")]
         unsafe fn avx2(head: Head<'_, '_>) {
             head.run()
         }
@@ -221,7 +224,7 @@ impl Head<'_, '_> {
             let row: &mut [f32; N] = (&mut self.st[i * dv + j0..][..N]).try_into().unwrap();
             for (a, v) in sk.iter_mut().zip(row.iter_mut()) {
                 *v *= decay;
-                *a += *v * ki;
+                *a = v.mul_add(ki, *a);
             }
         }
         for t in 0..t_n {
@@ -239,10 +242,10 @@ impl Head<'_, '_> {
                 for (i, ((&ki, &qi), &kn)) in ks.enumerate() {
                     let row: &mut [f32; N] = (&mut self.st[i * dv + j0..][..N]).try_into().unwrap();
                     for j in 0..N {
-                        let mut v = row[j] + ki * delta[j];
-                        sq[j] += v * qi;
+                        let mut v = ki.mul_add(delta[j], row[j]);
+                        sq[j] = v.mul_add(qi, sq[j]);
                         v *= decay;
-                        sk[j] += v * kn;
+                        sk[j] = v.mul_add(kn, sk[j]);
                         row[j] = v;
                     }
                 }
@@ -250,8 +253,8 @@ impl Head<'_, '_> {
                 for (i, (&ki, &qi)) in r.k.iter().zip(r.q).enumerate() {
                     let row: &mut [f32; N] = (&mut self.st[i * dv + j0..][..N]).try_into().unwrap();
                     for j in 0..N {
-                        row[j] += ki * delta[j];
-                        sq[j] += row[j] * qi;
+                        row[j] = ki.mul_add(delta[j], row[j]);
+                        sq[j] = row[j].mul_add(qi, sq[j]);
                     }
                 }
             }

@@ -1,16 +1,20 @@
-//! Scalar gate functions of hybrid (Gated DeltaNet) layers, written as ggml's CPU backend
-//! computes them (`ggml-cpu/unary-ops.cpp`, `vec.h`) so results agree with llama.cpp.
+//! Gate functions of hybrid (Gated DeltaNet) layers, in the forms of ggml's CPU backend
+//! (`ggml-cpu/unary-ops.cpp`, `vec.h`), with `eˣ` from [`super::exp`] (as ggml's vector
+//! paths, an approximation of a few ulp rather than libm's) so that the element loops run as
+//! vector code.
+
+use super::exp::{exp, map, map2};
 
 /// Logistic sigmoid `1 / (1 + e^−x)`.
 #[inline]
 pub fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
+    1.0 / (1.0 + exp(-x))
 }
 
 /// SiLU (swish) `x·σ(x)`.
 #[inline]
 pub fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
+    x / (1.0 + exp(-x))
 }
 
 /// Softplus `ln(1 + eˣ)`, returning x itself above 20 (ggml's `op_softplus`) where the two
@@ -28,16 +32,12 @@ pub fn softplus(x: f32) -> f32 {
 /// `ggml_mul(norm, ggml_silu(z))`), in chunks on `pool`. `z.len() == x.len()`.
 pub fn mul_silu_in_place(pool: &crate::pool::Pool, x: &mut [f32], z: &[f32]) {
     debug_assert_eq!(x.len(), z.len());
-    super::par_chunks(pool, x, 1, |r, x| {
-        for (y, zi) in x.iter_mut().zip(&z[r]) {
-            *y *= silu(*zi);
-        }
-    });
+    super::par_chunks(pool, x, 1, |r, x| map2(x, &z[r], |y, zi| y * silu(zi)));
 }
 
 /// SiLU of every element in place, in chunks on `pool`.
 pub fn silu_in_place(pool: &crate::pool::Pool, x: &mut [f32]) {
-    super::par_chunks(pool, x, 1, |_, x| x.iter_mut().for_each(|v| *v = silu(*v)));
+    super::par_chunks(pool, x, 1, |_, x| map(x, silu));
 }
 
 #[cfg(test)]

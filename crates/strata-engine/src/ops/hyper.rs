@@ -5,6 +5,7 @@
 //! Source: transformers `modeling_qwen4_exp.py`, `Qwen4ExpTextGatedResidual.forward`
 //! (llama.cpp `src/models/qwen4exp.cpp`, `build_hc_mix`, `build_hc_combine`).
 
+use super::exp::vectorized;
 use super::gate::sigmoid;
 use super::par_chunks;
 use crate::pool::Pool;
@@ -22,9 +23,11 @@ pub fn hc_collapse(pool: &Pool, rn: &[f32], g: &[f32], hc: usize, d: usize, out:
             let (rn, g) = (&rn[at..at + hc * d], &g[at..at + hc * d]);
             o.fill(0.0);
             for (rs, gs) in rn.chunks_exact(d).zip(g.chunks_exact(d)) {
-                for ((oi, x), gi) in o.iter_mut().zip(rs).zip(gs) {
-                    *oi += sigmoid(*gi) * x;
-                }
+                vectorized(|| {
+                    for ((oi, x), gi) in o.iter_mut().zip(rs).zip(gs) {
+                        *oi += sigmoid(*gi) * x;
+                    }
+                });
             }
             o.iter_mut().for_each(|v| *v *= inv);
         }

@@ -6,6 +6,7 @@ pub mod activation;
 pub mod attention;
 pub mod conv1d;
 pub mod delta_net;
+pub mod exp;
 pub mod gate;
 pub mod hyper;
 pub mod linear;
