@@ -330,7 +330,7 @@ pub fn l2_norm_heads_in_place(pool: &Pool, x: &mut [f32], d: usize, eps: f32) {
     let inv_sqrt_n = 1.0 / n.sqrt();
     par_chunks(pool, x, d, |_, x| {
         for head in x.chunks_exact_mut(d) {
-            let sum: f64 = head.iter().map(|v| (v * v) as f64).sum();
+            let sum = super::norm::sum_f64(head, |v| (v * v) as f64);
             let mean = (sum / d as f64) as f32;
             let scale = 1.0 / (mean + eps / n).sqrt();
             head.iter_mut().for_each(|v| *v = (*v * scale) * inv_sqrt_n);

@@ -57,7 +57,9 @@ pub fn exp(x: f32) -> f32 {
 /// Runs `f` compiled for the widest vector unit [`Isa::best`] allows: `f` is inlined into a
 /// function with those target features, so its element loops vectorize and [`exp`]'s
 /// multiply-adds become FMA instructions (without them each would be a call to libm's `fmaf`).
-/// The results are the same bits on every path.
+/// The results are the same bits on every path. Keep `f` a short loop: LLVM inlines it into
+/// the three functions that call it only while it is small, and a body left out of line runs
+/// as baseline SSE2 code (see `norm::sum_f64`, which spells its vector functions out).
 #[inline]
 pub fn vectorized<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
