@@ -56,26 +56,28 @@ impl Scratch {
     pub fn attend(&mut self, job: &Job<'_>) {
         match job.isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Isa::detect` found AVX-512F on this CPU.
+            // SAFETY: `Isa::detect` found AVX-512F and FMA on this CPU.
             Isa::Avx512 => unsafe { self.attend_avx512(job) },
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Isa::detect` found AVX2 and F16C on this CPU.
+            // SAFETY: `Isa::detect` found AVX2, F16C and FMA on this CPU.
             Isa::Avx2 => unsafe { self.attend_avx2(job) },
             Isa::Scalar => self.attend_any(job),
         }
     }
 
-    /// [`Scratch::attend_any`] compiled for AVX-512F: same operations in the same order
-    /// (no FMA contraction, no reassociation), so the same bits as the other paths.
+    /// [`Scratch::attend_any`] compiled for AVX-512F and FMA: same operations in the same
+    /// order (no FMA contraction, no reassociation; the only fused multiply-adds are
+    /// `ops::exp`'s explicit `mul_add`s, correctly rounded on every path), so the same bits as
+    /// the other paths.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,fma")]
     unsafe fn attend_avx512(&mut self, job: &Job<'_>) {
         self.attend_any(job)
     }
 
     /// [`Scratch::attend_any`] compiled for AVX2.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,f16c")]
+    #[target_feature(enable = "avx2,f16c,fma")]
     unsafe fn attend_avx2(&mut self, job: &Job<'_>) {
         self.attend_any(job)
     }

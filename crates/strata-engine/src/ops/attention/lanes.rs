@@ -37,13 +37,17 @@ impl Isa {
         #[cfg(target_arch = "x86_64")]
         {
             let below_avx512 = cap.is_some_and(|c| c < Q::Avx512);
+            // FMA for the softmax weights' `ops::exp` (its multiply-adds).
+            let fma = std::arch::is_x86_feature_detected!("fma");
             if !below_avx512
+                && fma
                 && std::arch::is_x86_feature_detected!("avx512f")
                 && std::arch::is_x86_feature_detected!("f16c")
             {
                 return Isa::Avx512;
             }
-            if std::arch::is_x86_feature_detected!("avx2")
+            if fma
+                && std::arch::is_x86_feature_detected!("avx2")
                 && std::arch::is_x86_feature_detected!("f16c")
             {
                 return Isa::Avx2;

@@ -9,6 +9,7 @@
 //! same order with the same [`merge`] ([`merge_splits`]). That is what makes a position's
 //! output independent of how the tokens before it were fed (batch invariance).
 
+use crate::ops::exp::exp;
 use crate::pool::Tile;
 
 #[cfg(target_arch = "x86_64")]
@@ -148,7 +149,7 @@ impl Online {
         }
         let mt = lanes.iter().fold(f32::NEG_INFINITY, |a, b| a.max(*b));
         if mt > self.m[qi] {
-            let corr = exp_neg(self.m[qi] - mt);
+            let corr = exp(self.m[qi] - mt);
             self.o[qi * hd..(qi + 1) * hd]
                 .iter_mut()
                 .for_each(|v| *v *= corr);
@@ -156,7 +157,7 @@ impl Online {
             self.m[qi] = mt;
         }
         let m = self.m[qi];
-        sc.iter_mut().for_each(|s| *s = exp_neg(*s - m));
+        sc.iter_mut().for_each(|s| *s = exp(*s - m));
         // The tile's weights summed in 16 lanes, then as a tree (one chain of dependent adds
         // per tile, not per key).
         let mut sum = [0.0f32; 16];
@@ -212,7 +213,7 @@ pub(super) fn merge(a: (f32, f32, &mut [f32]), b: (f32, f32, &[f32])) -> (f32, f
         return (m_b, l_b);
     }
     let m = m_a.max(m_b);
-    let (wa, wb) = (exp_neg(m_a - m), exp_neg(m_b - m));
+    let (wa, wb) = (exp(m_a - m), exp(m_b - m));
     for (x, y) in o_a.iter_mut().zip(o_b) {
         *x = *x * wa + y * wb;
     }
@@ -287,22 +288,4 @@ pub(super) fn merge_splits(
             normalize(l, acc, o);
         }
     }
-}
-
-/// `eˣ` for `x ≤ 0` (softmax weights), branch-free so loops over it vectorise; relative
-/// error below 2⁻²² (≈ 2 ulp), and `x < −87` gives ≈ 1e−38 instead of 0.
-///
-/// Range reduction `x = k·ln2 + r`, |r| ≤ ln2/2 (Cody–Waite split of ln2), then a degree-6
-/// Taylor polynomial of `eʳ` and `2ᵏ` put into the exponent bits.
-#[inline(always)]
-pub(super) fn exp_neg(x: f32) -> f32 {
-    const ROUND: f32 = 12_582_912.0; // 1.5·2²³: adding it rounds to an integer
-    let x = x.max(-87.0);
-    let k = (x * std::f32::consts::LOG2_E + ROUND) - ROUND;
-    let r = (x - k * 0.693_145_75) - k * 1.428_606_8e-6;
-    let p = 1.0
-        + r * (1.0
-            + r * (0.5
-                + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
-    p * f32::from_bits((((k as i32) + 127) as u32) << 23)
 }

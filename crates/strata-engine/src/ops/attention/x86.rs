@@ -8,7 +8,7 @@ pub(super) mod avx512 {
     /// tile (`kt`: `[hd][64]`) into `sc[i·64 + j]`: per score `Σ_d q[d]·k[d]` in order of `d`
     /// from 0.0, no FMA (the order of `kernel::score_columns`). Safety: AVX-512F present.
     #[inline]
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,fma")]
     pub(in crate::ops::attention) unsafe fn score_tile<const N: usize>(
         q: &[f32],
         hd: usize,
@@ -38,7 +38,7 @@ pub(super) mod avx512 {
     /// and columns `c < hd / 32 · 32` (the order of `online::accumulate`); returns the first
     /// column left. Safety: AVX-512F present.
     #[inline]
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,fma")]
     pub(in crate::ops::attention) unsafe fn accumulate_block<const N: usize>(
         o: &mut [f32],
         hd: usize,
@@ -76,7 +76,7 @@ pub(super) mod avx512 {
     }
 
     /// See `lanes::extend_rounded_f16`. Safety: AVX-512F present, equal lengths.
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,fma")]
     pub(in crate::ops::attention) unsafe fn round_f16(src: &[f32], dst: &mut [f32]) {
         let body = src.len() / 16 * 16;
         let mut c = 0;
@@ -92,7 +92,7 @@ pub(super) mod avx512 {
     }
 
     /// See `lanes::convert_f16`. Safety: AVX-512F present, equal lengths.
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,fma")]
     pub(in crate::ops::attention) unsafe fn convert(src: &[half::f16], dst: &mut [f32]) {
         let body = src.len() / 16 * 16;
         let mut c = 0;
@@ -117,7 +117,7 @@ pub(super) mod avx2 {
     /// 0.0, no FMA), so the same bits. A half tile (32 columns) at a time keeps the
     /// accumulators in the 16 ymm registers. Safety: AVX2 present.
     #[inline]
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma")]
     pub(in crate::ops::attention) unsafe fn score_tile<const N: usize>(
         q: &[f32],
         hd: usize,
@@ -149,7 +149,7 @@ pub(super) mod avx2 {
     /// `c < hd / 32 · 32`, keys in order); returns the first column left. Safety: AVX2
     /// present.
     #[inline]
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma")]
     pub(in crate::ops::attention) unsafe fn accumulate_block<const N: usize>(
         o: &mut [f32],
         hd: usize,
@@ -190,7 +190,7 @@ pub(super) mod avx2 {
     }
 
     /// See `lanes::extend_rounded_f16`. Safety: AVX2 and F16C present, equal lengths.
-    #[target_feature(enable = "avx2,f16c")]
+    #[target_feature(enable = "avx2,f16c,fma")]
     pub(in crate::ops::attention) unsafe fn round_f16(src: &[f32], dst: &mut [f32]) {
         let body = src.len() / 8 * 8;
         let mut c = 0;
@@ -206,7 +206,7 @@ pub(super) mod avx2 {
     }
 
     /// See `lanes::convert_f16`. Safety: AVX2 and F16C present, equal lengths.
-    #[target_feature(enable = "avx2,f16c")]
+    #[target_feature(enable = "avx2,f16c,fma")]
     pub(in crate::ops::attention) unsafe fn convert(src: &[half::f16], dst: &mut [f32]) {
         let body = src.len() / 8 * 8;
         let mut c = 0;
