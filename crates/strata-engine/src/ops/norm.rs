@@ -8,7 +8,7 @@ use crate::pool::Pool;
 
 /// `out = x / sqrt(mean(x²) + eps) * weight` for one row; `x`, `weight`, `out` have equal length.
 /// The sum of squares is accumulated in f64, as ggml's `ggml_compute_forward_rms_norm` does
-/// (in [`sum_f64`]'s order).
+/// (in the order of `sum_f64`, a crate-private helper).
 pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     let scale = rms_scale(x, eps);
     vectorized(|| {
