@@ -9,9 +9,10 @@
 //! a value's gate does not depend on the vector width, the chunking or its neighbours.
 //! Error: within 2 ulp of `eˣ` over the range below (tests/`exp_is_within_two_ulp`).
 //!
-//! Arguments are clamped to `[-87, 88]`: below, `eˣ` ≤ 1.7·10⁻³⁸ (no gate resolves it from 0),
-//! above, it is at most 1.7·10³⁸ where it would be `+∞`; a gate `1 / (1 + eˣ)` is then
-//! 6·10⁻³⁹ instead of 0. NaN stays NaN.
+//! Arguments are clamped to `[-87, 88]`: below, `eˣ` ≤ 1.7·10⁻³⁸ (no gate or softmax weight
+//! resolves it from 0), above, it is at most 1.7·10³⁸ where it would be `+∞`; a gate
+//! `1 / (1 + eˣ)` is then 6·10⁻³⁹ instead of 0. NaN is taken as −87, as `f32::max` does: a
+//! softmax lane whose scores are all masked (`−∞ − (−∞)`) weighs ≈ 0 instead of spreading NaN.
 
 use strata_quant::Isa;
 
@@ -38,7 +39,8 @@ const P: [f32; 6] = [
 /// `eˣ` (module docs: method, error, range).
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
-    let x = x.clamp(-87.0, 88.0);
+    // `max` first: it returns -87 for NaN (module docs).
+    let x = x.max(-87.0).min(88.0);
     let shifted = x.mul_add(LOG2E, ROUNDER);
     let n = shifted - ROUNDER;
     let r = n.mul_add(-LN2_HI, x);
@@ -134,13 +136,14 @@ mod tests {
     }
 
     #[test]
-    fn exp_clamps_far_arguments_and_keeps_nan() {
+    fn exp_clamps_far_arguments_and_nan() {
         assert_eq!(exp(-1000.0), exp(-87.0));
         assert_eq!(exp(f32::NEG_INFINITY), exp(-87.0));
         assert!(exp(-87.0) > 0.0 && exp(-87.0) < 2e-38);
         assert_eq!(exp(1000.0), exp(88.0));
         assert!(exp(88.0).is_finite() && exp(88.0) > 1.6e38);
-        assert!(exp(f32::NAN).is_nan());
+        assert_eq!(exp(f32::NAN), exp(-87.0));
+        assert_eq!(exp(f32::NEG_INFINITY - f32::NEG_INFINITY), exp(-87.0));
     }
 
     #[test]
