@@ -39,7 +39,8 @@ const P: [f32; 6] = [
 /// `eˣ` (module docs: method, error, range).
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
-    // `max` first: it returns -87 for NaN (module docs).
+    // `max` first: it returns -87 for NaN (module docs), where `clamp` would keep the NaN.
+    #[allow(clippy::manual_clamp)]
     let x = x.max(-87.0).min(88.0);
     let shifted = x.mul_add(LOG2E, ROUNDER);
     let n = shifted - ROUNDER;
