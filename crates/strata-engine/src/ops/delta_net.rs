@@ -27,7 +27,8 @@ use std::cell::RefCell;
 
 use super::par_chunks;
 use crate::pool::{Blocks, Pool};
-use strata_quant::Isa;
+
+use super::exp::{vectorized, VectorBody};
 
 /// Fewest state elements × tokens worth a pool task: heads are grouped until a task updates
 /// at least this much state. One 64 × 64 head of one decode token is a task of its own; a
@@ -130,12 +131,13 @@ pub fn delta_rule_recurrent(
 /// [`delta_rule_recurrent`] of head `h`: `st` is its `[d_k][d_v]` state, `o` its `[T][d_v]`
 /// outputs.
 ///
-/// Compiled for the widest vector unit [`Isa::best`] allows, with FMA. Every path does the
-/// same arithmetic in the same order (lanes are value dimensions; each update and sum is one
-/// fused multiply-add, `f32::mul_add`, which is correctly rounded wherever it runs: an FMA
-/// instruction on the vector paths, libm's `fmaf` on the portable one), so the bits do not
-/// depend on the path, only the speed does. (Fused, the per-element work is four operations
-/// instead of seven: +2 % Qwen3-Next pp512 on 2 cores.)
+/// Run through [`vectorized`]: compiled for the widest vector unit [`strata_quant::Isa::best`]
+/// allows, with FMA. Every path does the same arithmetic in the same order (lanes are value
+/// dimensions; each update and sum is one fused multiply-add, `f32::mul_add`, which is
+/// correctly rounded wherever it runs: an FMA instruction on the vector paths, libm's `fmaf`
+/// on the portable one), so the bits do not depend on the path, only the speed does. (Fused,
+/// the per-element work is four operations instead of seven: +2 % Qwen3-Next pp512 on 2
+/// cores.)
 fn recurrent_head(
     s: &DeltaShape,
     x: DeltaInputs<'_>,
@@ -152,24 +154,7 @@ fn recurrent_head(
         o,
         scale,
     };
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,fma")]
-        unsafe fn avx512(head: Head<'_, '_>) {
-            head.run()
-        }
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2(head: Head<'_, '_>) {
-            head.run()
-        }
-        // SAFETY: `Isa::best` only returns paths whose features this CPU has.
-        match Isa::best() {
-            Isa::Avx512 => return unsafe { avx512(head) },
-            Isa::Avx2 | Isa::AvxVnni => return unsafe { avx2(head) },
-            _ => {}
-        }
-    }
-    head.run()
+    vectorized(head);
 }
 
 /// The arguments of [`recurrent_head`].
@@ -182,6 +167,14 @@ struct Head<'a, 'b> {
     scale: f32,
 }
 
+impl VectorBody for Head<'_, '_> {
+    type Out = ();
+    #[inline(always)]
+    fn run(self) {
+        self.recur()
+    }
+}
+
 impl Head<'_, '_> {
     /// The recurrence of one head, token by token, in blocks of value dimensions (columns of
     /// S): [`COLUMNS`] at a time, then 16, then one.
@@ -192,7 +185,7 @@ impl Head<'_, '_> {
     /// the columns (the vector lanes) with each sum over `i` (the key dimension) taken in
     /// order: the same bits at any vector width and in any block.
     #[inline(always)]
-    fn run(mut self) {
+    fn recur(mut self) {
         let dv = self.s.d_v;
         let mut j0 = 0;
         while j0 + COLUMNS <= dv {

@@ -57,32 +57,51 @@ pub fn exp(x: f32) -> f32 {
     er * two_n
 }
 
-/// Runs `f` compiled for the widest vector unit [`Isa::best`] allows: `f` is inlined into a
-/// function with those target features, so its element loops vectorize and [`exp`]'s
-/// multiply-adds become FMA instructions (without them each would be a call to libm's `fmaf`).
-/// The results are the same bits on every path. Keep `f` a short loop: LLVM inlines it into
-/// the three functions that call it only while it is small, and a body left out of line runs
-/// as baseline SSE2 code (see `norm::sum_f64`, which spells its vector functions out).
+/// Code that [`vectorized`] runs. A closure is one; a body too large for LLVM to inline a
+/// closure of it into the three functions that call it (it would then run out of line, as
+/// baseline SSE2 code) is a type of its own whose `run` is `#[inline(always)]`
+/// (`norm::sum_f64`, `delta_net::Head`).
+pub trait VectorBody {
+    /// What the body returns.
+    type Out;
+    /// Runs the body.
+    fn run(self) -> Self::Out;
+}
+
+impl<R, F: FnOnce() -> R> VectorBody for F {
+    type Out = R;
+    #[inline(always)]
+    fn run(self) -> R {
+        self()
+    }
+}
+
+/// Runs `body` compiled for the widest vector unit [`Isa::best`] allows, with FMA: the body is
+/// inlined into a function with those target features, so its element loops vectorize and
+/// [`exp`]'s multiply-adds become FMA instructions (without them each would be a call to libm's
+/// `fmaf`). The results are the same bits on every path (each operation is IEEE, FMA
+/// correctly rounded), only the speed differs.
 #[inline]
-pub fn vectorized<R>(f: impl FnOnce() -> R) -> R {
+pub fn vectorized<B: VectorBody>(body: B) -> B::Out {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx512f,fma")]
-        unsafe fn avx512<R>(f: impl FnOnce() -> R) -> R {
-            f()
+        unsafe fn avx512<B: VectorBody>(body: B) -> B::Out {
+            body.run()
         }
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
-            f()
+        unsafe fn avx2<B: VectorBody>(body: B) -> B::Out {
+            body.run()
         }
-        // SAFETY: `Isa::best` only returns paths whose features this CPU has.
+        // SAFETY: `Isa::best` only returns paths whose features this CPU has (both include
+        // FMA).
         match Isa::best() {
-            Isa::Avx512 => return unsafe { avx512(f) },
-            Isa::Avx2 | Isa::AvxVnni => return unsafe { avx2(f) },
+            Isa::Avx512 => return unsafe { avx512(body) },
+            Isa::Avx2 | Isa::AvxVnni => return unsafe { avx2(body) },
             _ => {}
         }
     }
-    f()
+    body.run()
 }
 
 /// `x[i] = f(x[i])` for every element, [`vectorized`].

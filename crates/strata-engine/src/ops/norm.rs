@@ -1,8 +1,6 @@
 //! RMS normalisation (Zhang & Sennrich, "Root Mean Square Layer Normalization", 2019).
 
-use strata_quant::Isa;
-
-use super::exp::vectorized;
+use super::exp::{vectorized, VectorBody};
 use super::par_chunks;
 use crate::pool::Pool;
 
@@ -25,51 +23,43 @@ const SUM_LANES: usize = 32;
 /// are then added pairwise (halving: `s[i] += s[i + n]` for n = 16, 8, 4, 2, 1). A fixed order
 /// for a given length, so the same bits on every path and in every call; the 32 independent
 /// chains run as vector adds where one chain of dependent f64 adds costs four cycles an element
-/// (a 10240-wide hyper-connection row: ~40 000 cycles). Compiled for the widest vector unit
-/// [`Isa::best`] allows (explicitly: as a closure of [`vectorized`] the body is too large to be
-/// inlined into its vector function, and would run as SSE2).
-pub(crate) fn sum_f64(x: &[f32], term: impl Fn(f32) -> f64) -> f64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f")]
-        unsafe fn avx512(x: &[f32], term: impl Fn(f32) -> f64) -> f64 {
-            lane_sums(x, term)
-        }
-        #[target_feature(enable = "avx2")]
-        unsafe fn avx2(x: &[f32], term: impl Fn(f32) -> f64) -> f64 {
-            lane_sums(x, term)
-        }
-        // SAFETY: `Isa::best` only returns paths whose features this CPU has.
-        match Isa::best() {
-            Isa::Avx512 => return unsafe { avx512(x, term) },
-            Isa::Avx2 | Isa::AvxVnni => return unsafe { avx2(x, term) },
-            _ => {}
-        }
-    }
-    lane_sums(x, term)
+/// (a 10240-wide hyper-connection row: ~40 000 cycles). [`vectorized`] as a [`LaneSums`]: as a
+/// closure the body stayed out of line and ran as SSE2 (perf: 2.2 % of qwen4exp's prefill
+/// against 0.8 %).
+pub(crate) fn sum_f64<F: Fn(f32) -> f64>(x: &[f32], term: F) -> f64 {
+    vectorized(LaneSums { x, term })
 }
 
-/// [`sum_f64`]'s sums.
-#[inline(always)]
-fn lane_sums(x: &[f32], term: impl Fn(f32) -> f64) -> f64 {
-    let mut s = [0.0f64; SUM_LANES];
-    let mut chunks = x.chunks_exact(SUM_LANES);
-    for c in &mut chunks {
-        for (a, v) in s.iter_mut().zip(c) {
+/// [`sum_f64`]'s body.
+struct LaneSums<'a, F> {
+    x: &'a [f32],
+    term: F,
+}
+
+impl<F: Fn(f32) -> f64> VectorBody for LaneSums<'_, F> {
+    type Out = f64;
+    #[inline(always)]
+    fn run(self) -> f64 {
+        let (x, term) = (self.x, self.term);
+        let mut s = [0.0f64; SUM_LANES];
+        let mut chunks = x.chunks_exact(SUM_LANES);
+        for c in &mut chunks {
+            for (a, v) in s.iter_mut().zip(c) {
+                *a += term(*v);
+            }
+        }
+        for (a, v) in s.iter_mut().zip(chunks.remainder()) {
             *a += term(*v);
         }
-    }
-    for (a, v) in s.iter_mut().zip(chunks.remainder()) {
-        *a += term(*v);
-    }
-    let mut n = SUM_LANES;
-    while n > 1 {
-        n /= 2;
-        for i in 0..n {
-            s[i] += s[i + n];
+        let mut n = SUM_LANES;
+        while n > 1 {
+            n /= 2;
+            for i in 0..n {
+                s[i] += s[i + n];
+            }
         }
+        s[0]
     }
-    s[0]
 }
 
 /// In-place RMS norm of every `weight.len()`-sized chunk of `x` (per-head q/k norms, or

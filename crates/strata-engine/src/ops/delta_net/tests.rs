@@ -1,5 +1,6 @@
 use super::*;
 use crate::pool::{Pool, PoolOptions};
+use strata_quant::Isa;
 
 /// Deterministic pseudo-random values in (−1, 1).
 fn noise(n: usize, seed: u64) -> Vec<f32> {
@@ -320,7 +321,7 @@ fn the_vector_paths_give_the_portable_bits() {
                         o,
                         scale,
                     }
-                    .run();
+                    .recur();
                 }
             };
             let (mut st_a, mut o_a) = (c.state.clone(), vec![0.0; 5 * d_v]);
