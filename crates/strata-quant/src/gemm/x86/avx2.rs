@@ -13,7 +13,9 @@ use super::block_order_avx2;
 use crate::dot::x86::avx2::iq2::nibble_scales;
 use crate::dot::x86::avx2::iq3::iq3_s_indices;
 use crate::dot::x86::avx2::k_quants::{q6_k_quants, q6_k_scale_pair, AffineK};
-use crate::dot::x86::avx2::lattice::{bits_at, even_signs, pick_pair, points32, points64, u32_at};
+use crate::dot::x86::avx2::lattice::{
+    bits_at, even_sign_masks, pick_pair, points32, points64, u32_at,
+};
 use crate::dot::x86::avx2::legacy::Affine;
 use crate::dot::x86::avx2::q4_k;
 use crate::dot::x86::bytes_from_bits;
@@ -352,6 +354,8 @@ impl SignedLattice for BlockIQ3_XXS {
     unsafe fn groups<M: IntDot>(&self) -> [[__m256i; 8]; 3] {
         let x = self;
         let mut out: Groups = [[MaybeUninit::uninit(); 8]; 3];
+        // The 8 groups' sign and scale words follow the 64 grid indices.
+        let masks = even_sign_masks(_mm256_loadu_si256(x.qs.as_ptr().add(64).cast()));
         for ib in 0..8 {
             let q = &x.qs[8 * ib..8 * ib + 8];
             out[0][ib].write(if M::GATHER {
@@ -362,8 +366,7 @@ impl SignedLattice for BlockIQ3_XXS {
                 points32(std::array::from_fn(|k| IQ3XXS_GRID[q[k] as usize]))
             });
             let aux = u32_at(&x.qs, 64 + 4 * ib);
-            // ±1 bytes → 0xFF where −1.
-            out[1][ib].write(_mm256_cmpgt_epi8(_mm256_setzero_si256(), even_signs(aux)));
+            out[1][ib].write(masks[ib]);
             out[2][ib].write(_mm256_set1_epi16(2 * (aux >> 28) as i16 + 1));
         }
         written(out)

@@ -8,7 +8,7 @@ use std::mem::size_of;
 
 use super::super::{f16, hsum_ps, load32, IntDot};
 use super::iq2::add_block;
-use super::lattice::{bits_at, even_signs, negate_where, points32, u16_at, u32_at};
+use super::lattice::{bits_at, even_sign_masks, negate_where, points32, u16_at, u32_at};
 use super::legacy::{add4_in_order, block_sums4, block_term, halves4, hsum_epi32, terms4};
 use crate::iq3::{BlockIQ3_S, BlockIQ3_XXS};
 use crate::iq_tables::{IQ3S_GRID, IQ3XXS_GRID};
@@ -25,19 +25,23 @@ pub(crate) unsafe fn iq3_xxs_partials<M: IntDot>(x: &BlockIQ3_XXS, y: &BlockQ8_K
     // of sums by `ib % 2` in a loop the compiler did not unroll kept them in memory (a store
     // and a reload per group, the top samples of plain AVX2's IQ3_XXS decode).
     let (mut even, mut odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+    // The 8 groups' sign and scale words follow the 64 grid indices.
+    let masks = even_sign_masks(_mm256_loadu_si256(x.qs.as_ptr().add(64).cast()));
     for pair in 0..4 {
-        even = iq3_xxs_group::<M>(x, y, 2 * pair, even);
-        odd = iq3_xxs_group::<M>(x, y, 2 * pair + 1, odd);
+        even = iq3_xxs_group::<M>(x, y, 2 * pair, masks[2 * pair], even);
+        odd = iq3_xxs_group::<M>(x, y, 2 * pair + 1, masks[2 * pair + 1], odd);
     }
     _mm256_add_epi32(even, odd)
 }
 
-/// Group `ib` (32 weights) of an IQ3_XXS block added to `sum`.
+/// Group `ib` (32 weights) of an IQ3_XXS block, with its sign masks
+/// ([`even_sign_masks`]), added to `sum`.
 #[inline(always)]
 unsafe fn iq3_xxs_group<M: IntDot>(
     x: &BlockIQ3_XXS,
     y: &BlockQ8_K,
     ib: usize,
+    negated: __m256i,
     sum: __m256i,
 ) -> __m256i {
     let q = &x.qs[8 * ib..8 * ib + 8];
@@ -49,7 +53,8 @@ unsafe fn iq3_xxs_group<M: IntDot>(
         points32(std::array::from_fn(|k| IQ3XXS_GRID[q[k] as usize]))
     };
     let aux = u32_at(&x.qs, 64 + 4 * ib);
-    let yq = _mm256_sign_epi8(load32(y.qs.as_ptr().add(32 * ib)), even_signs(aux));
+    let y = load32(y.qs.as_ptr().add(32 * ib));
+    let yq = _mm256_sub_epi8(_mm256_xor_si256(y, negated), negated);
     let ls = _mm256_set1_epi16(2 * (aux >> 28) as i16 + 1);
     M::madd_i16(sum, _mm256_maddubs_epi16(grid, yq), ls)
 }

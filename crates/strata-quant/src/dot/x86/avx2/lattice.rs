@@ -32,6 +32,66 @@ pub(crate) unsafe fn even_signs(packed: u32) -> __m256i {
     points64([s(0), s(1), s(2), s(3)])
 }
 
+/// The sign masks of 8 groups of 32 weights whose signs are packed as IQ2_XXS and IQ3_XXS
+/// pack them (`KSIGNS_IQ2XS`): dword `g` of `packed` holds four 7-bit indices at bits 0, 7,
+/// 14 and 21 (its bits 28.. are ignored), index `l` the signs of weights `8 l .. 8 l + 7` of
+/// group `g`, and the eighth sign is their parity (each 8 have an even count of negatives).
+/// Register `g` has 0xFF at byte `j` where weight `j` of group `g` is negated, else 0: the
+/// bytes of [`even_signs`], as masks.
+///
+/// Computed in registers (the parity from a nibble table): about 45 instructions a block,
+/// against 32 table loads and 8 register assemblies by [`even_signs`], which were most of the
+/// AVX2 and AVX-VNNI IQ3_XXS decode.
+///
+/// # Safety
+/// AVX2 is available.
+#[inline(always)]
+pub(crate) unsafe fn even_sign_masks(packed: __m256i) -> [__m256i; 8] {
+    // Byte `l` of dword `g`: index `l` (bits 7l..7l + 7 moved to 8l..8l + 7).
+    let index = |l: u32| 0x7f << (8 * l);
+    let mut s = _mm256_and_si256(packed, _mm256_set1_epi32(index(0)));
+    let moved = _mm256_slli_epi32::<1>(packed);
+    s = _mm256_or_si256(s, _mm256_and_si256(moved, _mm256_set1_epi32(index(1))));
+    let moved = _mm256_slli_epi32::<2>(packed);
+    s = _mm256_or_si256(s, _mm256_and_si256(moved, _mm256_set1_epi32(index(2))));
+    let moved = _mm256_slli_epi32::<3>(packed);
+    s = _mm256_or_si256(s, _mm256_and_si256(moved, _mm256_set1_epi32(index(3))));
+    // Bit 7: the parity of bits 0..7, as the parities of the two nibbles.
+    let odd = i8::MIN;
+    let parity = _mm256_setr_epi8(
+        0, odd, odd, 0, odd, 0, 0, odd, odd, 0, 0, odd, 0, odd, odd, 0, //
+        0, odd, odd, 0, odd, 0, 0, odd, odd, 0, 0, odd, 0, odd, odd, 0,
+    );
+    let nibble = _mm256_set1_epi8(0x0f);
+    let low = _mm256_shuffle_epi8(parity, _mm256_and_si256(s, nibble));
+    let high = _mm256_and_si256(_mm256_srli_epi16::<4>(s), nibble);
+    let high = _mm256_shuffle_epi8(parity, high);
+    let s = _mm256_or_si256(s, _mm256_xor_si256(low, high));
+    // Groups 0..4 lie in the low 128 bits, 4..8 in the high: each half in both.
+    let halves = [
+        _mm256_permute2x128_si256::<0x00>(s, s),
+        _mm256_permute2x128_si256::<0x11>(s, s),
+    ];
+    let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let mut out = [_mm256_setzero_si256(); 8];
+    for (g, out) in out.iter_mut().enumerate() {
+        // Byte j takes sign byte 4 (g mod 4) + j / 8 of its half, then its bit j mod 8.
+        let first = 0x0101_0101_0101_0101 * (4 * (g % 4)) as i64;
+        let pick = _mm256_add_epi8(
+            _mm256_set_epi64x(
+                0x0303_0303_0303_0303,
+                0x0202_0202_0202_0202,
+                0x0101_0101_0101_0101,
+                0,
+            ),
+            _mm256_set1_epi64x(first),
+        );
+        let spread = _mm256_shuffle_epi8(halves[g / 4], pick);
+        *out = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    }
+    out
+}
+
 /// `y` with byte `j` negated where bit `j` of `bits` is set (little-endian).
 #[inline(always)]
 pub(crate) unsafe fn negate_where(y: __m256i, bits: [u8; 4]) -> __m256i {
