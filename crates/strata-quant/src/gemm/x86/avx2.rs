@@ -347,6 +347,23 @@ impl SignedLattice for BlockIQ2_S {
     }
 }
 
+/// The grid bytes of group `ib` of an IQ3_XXS block (its eight 4-byte lattice points), by
+/// `vpgatherdd` where `M::GATHER`, else by loads.
+///
+/// # Safety
+/// AVX2 and `M`'s instructions are available.
+#[inline(always)]
+pub(super) unsafe fn iq3_xxs_grid<M: IntDot>(x: &BlockIQ3_XXS, ib: usize) -> __m256i {
+    let q = &x.qs[8 * ib..8 * ib + 8];
+    if M::GATHER {
+        let index = _mm256_cvtepu8_epi32(_mm_loadl_epi64(q.as_ptr().cast()));
+        // SAFETY: every index is a byte, IQ3XXS_GRID has 256 entries.
+        _mm256_i32gather_epi32::<4>(IQ3XXS_GRID.as_ptr().cast(), index)
+    } else {
+        points32(std::array::from_fn(|k| IQ3XXS_GRID[q[k] as usize]))
+    }
+}
+
 impl SignedLattice for BlockIQ3_XXS {
     const FINAL: f32 = 0.25;
     #[inline(always)]
@@ -357,14 +374,7 @@ impl SignedLattice for BlockIQ3_XXS {
         // The 8 groups' sign and scale words follow the 64 grid indices.
         let masks = even_sign_masks(_mm256_loadu_si256(x.qs.as_ptr().add(64).cast()));
         for ib in 0..8 {
-            let q = &x.qs[8 * ib..8 * ib + 8];
-            out[0][ib].write(if M::GATHER {
-                let index = _mm256_cvtepu8_epi32(_mm_loadl_epi64(q.as_ptr().cast()));
-                // SAFETY: every index is a byte, IQ3XXS_GRID has 256 entries.
-                _mm256_i32gather_epi32::<4>(IQ3XXS_GRID.as_ptr().cast(), index)
-            } else {
-                points32(std::array::from_fn(|k| IQ3XXS_GRID[q[k] as usize]))
-            });
+            out[0][ib].write(iq3_xxs_grid::<M>(x, ib));
             let aux = u32_at(&x.qs, 64 + 4 * ib);
             out[1][ib].write(masks[ib]);
             out[2][ib].write(_mm256_set1_epi16(2 * (aux >> 28) as i16 + 1));

@@ -38,11 +38,10 @@ use super::avx512::{lattice_sums, Lattice};
 use super::block_order_avx2::transpose8;
 use super::token_lanes::{self, lane_tokens, TokenLanes};
 use crate::dot::x86::avx2::iq3::iq3_xxs_partials;
-use crate::dot::x86::avx2::lattice::{even_sign_masks, points32, u32_at};
+use crate::dot::x86::avx2::lattice::{even_sign_masks, u32_at};
 use crate::dot::x86::avx2::legacy::{add4_in_order, block_sums4, block_term, hsum_epi32, terms4};
 use crate::dot::x86::{f16, f16x4, Avx512Vnni, IntDot};
 use crate::iq3::BlockIQ3_XXS;
-use crate::iq_tables::IQ3XXS_GRID;
 use crate::q8_k::BlockQ8_K;
 
 /// Tokens from which a job runs with tokens in the lanes.
@@ -446,8 +445,9 @@ pub(super) trait BlockDecode {
     }
 }
 
-/// The 256-bit decode: a group's eight points fetched one by one from the grid table, the
-/// block's signs made in registers ([`even_sign_masks`]). `M` names the path it serves.
+/// The decode without VBMI (AVX-VNNI's lanes, and AVX-512's without VBMI): each group's
+/// eight points fetched from the grid table (`avx2::iq3_xxs_grid`, by `M`'s rule), the
+/// block's signs made in registers ([`even_sign_masks`]).
 ///
 /// Criterion on an Intel Xeon (`expert/IQ3_XXS/gemm/avxvnni`, 512 × 2048, one core, G
 /// products/s), with the signs from the table and the groups through
@@ -463,9 +463,7 @@ impl<M: IntDot> BlockDecode for Lookup<M> {
         let negated = even_sign_masks(_mm256_loadu_si256(x.qs.as_ptr().add(64).cast()));
         let mut ls = [0i32; 8];
         for (g, (negated, ls)) in negated.iter().zip(&mut ls).enumerate() {
-            let grid = points32(std::array::from_fn(|k| {
-                IQ3XXS_GRID[x.qs[8 * g + k] as usize]
-            }));
+            let grid = avx2::iq3_xxs_grid::<M>(x, g);
             // w + 64, w the grid byte with its sign.
             let w = _mm256_sub_epi8(_mm256_xor_si256(grid, *negated), *negated);
             _mm256_storeu_si256(q.as_mut_ptr().add(8 * g).cast(), _mm256_add_epi8(w, bias));
