@@ -149,9 +149,9 @@ mod tests {
             for (i, v) in x.iter().enumerate() {
                 s[i % 32] += (*v as f64) * (*v as f64);
             }
-            for n in [16, 8, 4, 2, 1] {
-                for i in 0..n {
-                    s[i] += s[i + n];
+            for half in [16, 8, 4, 2, 1] {
+                for i in 0..half {
+                    s[i] += s[i + half];
                 }
             }
             assert_eq!(got.to_bits(), s[0].to_bits(), "n={n}");
