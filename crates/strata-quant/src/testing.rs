@@ -18,6 +18,11 @@
 
 use crate::{GgmlType, QuantError};
 
+/// Routing by microarchitecture, and running a closure as on another one (both routes of a
+/// job on one machine; `gemm/x86/tuning.rs`).
+#[cfg(target_arch = "x86_64")]
+pub use crate::gemm::x86::tuning::{with_tuning, Tuning};
+
 /// The AVX-VNNI path run with the EVEX encodings of its VNNI instructions (see the module
 /// docs). Only [`AvxVnniTwin::new`] makes one, where the CPU can run it; its methods behave as
 /// the `*_on` functions with [`Isa::AvxVnni`](crate::Isa::AvxVnni) would, errors included

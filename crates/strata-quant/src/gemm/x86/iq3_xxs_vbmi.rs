@@ -21,6 +21,7 @@ use super::super::tile::{run, Job, Tile};
 use super::iq3_xxs_lanes::{lanes16, BlockDecode, BIAS};
 use super::iq3_xxs_pairs::{Pairs8, Quads4};
 use super::token_lanes::{self, TokenLanes};
+use super::tuning::{tuning, Tuning};
 use crate::dot::x86::avx512::iq3_xxs::{self as kernel, Dec, Prep};
 use crate::iq3::BlockIQ3_XXS;
 use crate::q8_k::BlockQ8_K;
@@ -37,10 +38,10 @@ pub(super) use kernel::available;
 pub(super) const PAIRS_MIN: usize = 4;
 
 /// `job`: [`Vbmi`] below [`PAIRS_MIN`] tokens (one included), [`Pairs8`] to 8 tokens, row
-/// quads ([`Quads4`]) where [`token_lanes::quads_win`], else 16 tokens in the lanes, with a
-/// last partial group of fewer than [`PAIRS_MIN`] tokens through [`Vbmi`] (from there a
-/// partial group in the lanes costs its products only, about what [`Pairs8`] would cost with
-/// its decoding again).
+/// quads ([`Quads4`]) where [`token_lanes::quads_win`] (not on Zen 5: `tuning.rs`), else 16
+/// tokens in the lanes, with a last partial group of fewer than [`PAIRS_MIN`] tokens through
+/// [`Vbmi`] (from there a partial group in the lanes costs its products only, about what
+/// [`Pairs8`] would cost with its decoding again; on Zen 5 fewer than 9 through [`Pairs8`]).
 ///
 /// # Safety
 /// AVX-512 F, BW, VL, VNNI, VBMI and BITALG, AVX2, FMA and F16C are available; `gemm` checked
@@ -61,15 +62,28 @@ pub(super) unsafe fn gemm(job: Job<'_>) -> bool {
     // tail); 40 tokens even (129–140 against 131–135), 52 tokens 146 against 137. 10 and 12
     // tokens measured even while the decode set the pace (76, 90); with the decode in slot
     // order 10 tokens 86–88 against 75–82, 12 tokens 100–105 against 95–98.
-    if token_lanes::quads_win(job.n_tok) {
+    let zen5 = tuning() == Tuning::Zen5;
+    if !zen5 && token_lanes::quads_win(job.n_tok) {
         token_lanes::run::<Quads4<Permutes>, QUADS_R>(job);
         return true;
     }
-    if let Some(tail) = lanes16::<Permutes>(job, 1..PAIRS_MIN) {
-        let written = run::<Vbmi, 2, 4>(tail);
-        assert!(written, "the VBMI tile takes one token too");
+    // On Zen 5 the tokens after the last whole group of 16 go through [`Pairs8`] from 4 to 8
+    // (criterion as in `tuning.rs`: 20 tokens 184–193 → 198–201, 24 tokens 220–236 → 236–241,
+    // 40 tokens 251–261 → 265–271).
+    let tails = if zen5 {
+        1..Pairs8::<Permutes>::LANES + 1
+    } else {
+        1..PAIRS_MIN
+    };
+    match lanes16::<Permutes>(job, tails) {
+        // Fewer than 9 tokens: the branches above, which write every entry.
+        Some(tail) => {
+            let written = gemm(tail);
+            assert!(written, "the VBMI tile takes one token too");
+            true
+        }
+        None => true,
     }
-    true
 }
 
 /// Row quads per decoded group ([`Quads4`]).

@@ -18,6 +18,7 @@ mod iq3_xxs_vbmi;
 mod reduce;
 mod row_quad;
 mod token_lanes;
+pub(crate) mod tuning;
 
 use super::tile::Job;
 use crate::dot::x86::{AvxVnni, AvxVnniEvex, Madd};
