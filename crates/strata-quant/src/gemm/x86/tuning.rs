@@ -51,11 +51,8 @@ pub fn with_tuning<R>(t: Tuning, f: impl FnOnce() -> R) -> R {
 /// The CPU's tuning from CPUID leaves 0 (vendor) and 1 (family: the base family, plus the
 /// extended family where the base is 0xF; AMD's manual, "CPUID Fn0000_0001_EAX").
 fn probe() -> Tuning {
-    // SAFETY: CPUID exists on every x86-64 CPU.
-    let (vendor, sig) = unsafe {
-        use std::arch::x86_64::__cpuid;
-        (__cpuid(0), __cpuid(1).eax)
-    };
+    use std::arch::x86_64::__cpuid;
+    let (vendor, sig) = (__cpuid(0), __cpuid(1).eax);
     let amd = [vendor.ebx, vendor.edx, vendor.ecx] == [0x6874_7541, 0x6974_6e65, 0x444d_4163];
     let base = (sig >> 8) & 0xf;
     let family = if base == 0xf {
