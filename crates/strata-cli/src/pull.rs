@@ -484,8 +484,8 @@ mod tests {
     fn a_stamped_file_does_not_wait_for_another_pull() {
         let dir = tempfile::tempdir().unwrap();
         pull_with(&fake_model(HELLO), dir.path(), &source()).unwrap();
-        let _other = DirLock::take(dir.path());
-        assert!(_other.0.is_some(), "the test holds the directory's lock");
+        let other = DirLock::take(dir.path());
+        assert!(other.0.is_some(), "the test holds the directory's lock");
         let (tx, rx) = std::sync::mpsc::channel();
         let path = dir.path().to_path_buf();
         std::thread::spawn(move || {
@@ -497,6 +497,7 @@ mod tests {
             Ok(true),
             "the stamped file came back without the lock"
         );
+        drop(other);
     }
 
     #[test]

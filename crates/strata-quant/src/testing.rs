@@ -166,20 +166,30 @@ thread_local! {
 /// assert_eq!(v, 2);
 /// ```
 pub fn without_vbmi<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
+    scoped(&NO_VBMI, true, f)
+}
+
+/// Runs `f` with this thread's `cell` set to `value`, restoring the old value afterwards (also
+/// when `f` panics): the per-thread overrides of this module and `gemm/x86/tuning.rs`.
+pub(crate) fn scoped<T: Copy + 'static, R>(
+    cell: &'static std::thread::LocalKey<std::cell::Cell<T>>,
+    value: T,
+    f: impl FnOnce() -> R,
+) -> R {
+    struct Restore<T: Copy + 'static>(&'static std::thread::LocalKey<std::cell::Cell<T>>, T);
+    impl<T: Copy + 'static> Drop for Restore<T> {
         fn drop(&mut self) {
-            NO_VBMI.with(|c| c.set(self.0));
+            self.0.with(|c| c.set(self.1));
         }
     }
-    let _restore = Restore(NO_VBMI.with(|c| c.replace(true)));
+    let _restore = Restore(cell, cell.with(|c| c.replace(value)));
     f()
 }
 
 /// Whether the kernels may use AVX512-VBMI (and BITALG) on this thread: the CPU has them and
 /// no [`without_vbmi`] is running.
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn vbmi() -> bool {
+pub fn vbmi() -> bool {
     is_x86_feature_detected!("avx512vbmi")
         && is_x86_feature_detected!("avx512bitalg")
         && !NO_VBMI.with(|c| c.get())

@@ -249,7 +249,7 @@ fn iq3_xxs_without_vbmi_matches_the_vbmi_kernels() {
 #[test]
 fn iq3_xxs_routes_of_every_tuning_match_vec_dot() {
     use strata_quant::testing::{with_tuning, Tuning};
-    if !Isa::Avx512.is_available() || !is_x86_feature_detected!("avx512vbmi") {
+    if !Isa::Avx512.is_available() || !testing::vbmi() {
         eprintln!("no AVX-512 VBMI on this CPU: its IQ3_XXS routes cannot run");
         return;
     }

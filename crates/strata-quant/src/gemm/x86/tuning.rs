@@ -38,14 +38,7 @@ pub(crate) fn tuning() -> Tuning {
 /// Runs `f` with this thread's routing as on a CPU of tuning `t` (tests: both routes on one
 /// machine).
 pub fn with_tuning<R>(t: Tuning, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<Tuning>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            FORCED.with(|c| c.set(self.0));
-        }
-    }
-    let _restore = Restore(FORCED.with(|c| c.replace(Some(t))));
-    f()
+    crate::testing::scoped(&FORCED, Some(t), f)
 }
 
 /// The CPU's tuning from CPUID leaves 0 (vendor) and 1 (family: the base family, plus the
