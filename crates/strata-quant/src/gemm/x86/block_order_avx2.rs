@@ -89,7 +89,11 @@ pub(super) unsafe fn gemm<X: Signed + crate::Block, M: IntDot>(job: Job<'_>) -> 
 // ---- One row at a time ----
 
 /// The symmetric formats one row at a time, 4 blocks a step (`vec_dot`'s step, cut for the
-/// shared tile loop of `tile.rs`).
+/// shared tile loop of `tile.rs`). Where [`row_biased`] holds, the weights go in biased
+/// (`x + OFFSET`, unsigned, straight into `vpdpbusd` or `vpmaddubsw`) and each block's sum
+/// starts from the token's `-OFFSET Σ y`, made once with the activations: no sign flips per
+/// (row, block). Otherwise the sign trick, `|x|` against `y` with `x`'s signs. Either way each
+/// block's i32 sum is exact, so the bits are `vec_dot`'s.
 pub(super) struct RowChain<X, M>(PhantomData<(X, M)>);
 
 impl<X: Signed + crate::Block, M: IntDot> Tile for RowChain<X, M> {
@@ -99,29 +103,41 @@ impl<X: Signed + crate::Block, M: IntDot> Tile for RowChain<X, M> {
     const CHAINS: usize = 1;
     /// One token runs through the tile loop too, its activations read once for all rows.
     const PREP_ONCE: bool = true;
-    /// `|x|` and `x` (for its signs) of the 4 blocks; the 4 `d_x`.
+    /// Biased quants, or `|x|` and `x` (for its signs), of the 4 blocks; the 4 `d_x`.
     type Dec = ([__m256i; 4], [__m256i; 4], __m128);
-    /// The 4 blocks' quants; the 4 `d_y`.
-    type Prep = ([__m256i; 4], __m128);
+    /// The 4 blocks' quants; where biased, the i32 lanes each block's sum starts from (adding
+    /// up to `-OFFSET Σ y`), else zeros; the 4 `d_y`.
+    type Prep = ([__m256i; 4], [__m256i; 4], __m128);
     type Acc = f32;
 
     #[inline(always)]
     unsafe fn decode(w: *const X) -> Self::Dec {
-        let mut abs = [_mm256_setzero_si256(); 4];
-        let mut x = [_mm256_setzero_si256(); 4];
+        let mut q = [_mm256_setzero_si256(); 4];
+        let mut signs = [_mm256_setzero_si256(); 4];
         for k in 0..4 {
-            x[k] = (*w.add(k)).quants();
-            abs[k] = _mm256_sign_epi8(x[k], x[k]);
+            if row_biased::<X, M>() {
+                q[k] = (*w.add(k)).biased();
+            } else {
+                signs[k] = (*w.add(k)).quants();
+                q[k] = _mm256_sign_epi8(signs[k], signs[k]);
+            }
         }
-        (abs, x, halves4(w.cast(), size_of::<X>()))
+        (q, signs, halves4(w.cast(), size_of::<X>()))
     }
     #[inline(always)]
     unsafe fn prep(a: *const BlockQ8_0) -> Self::Prep {
-        let mut y = [_mm256_setzero_si256(); 4];
-        for (k, y) in y.iter_mut().enumerate() {
-            *y = _mm256_loadu_si256((*a.add(k)).qs.as_ptr().cast());
+        let zero = _mm256_setzero_si256();
+        let mut y = [zero; 4];
+        let mut start = [zero; 4];
+        for k in 0..4 {
+            y[k] = _mm256_loadu_si256((*a.add(k)).qs.as_ptr().cast());
+            if row_biased::<X, M>() {
+                // OFFSET as a u8 (128 for -128) against y: lanes adding up to OFFSET Σ y.
+                let offset = M::dot_u8i8(zero, _mm256_set1_epi8(X::OFFSET), y[k]);
+                start[k] = _mm256_sub_epi32(zero, offset);
+            }
         }
-        (y, halves4(a.cast(), size_of::<BlockQ8_0>()))
+        (y, start, halves4(a.cast(), size_of::<BlockQ8_0>()))
     }
     #[inline(always)]
     unsafe fn zero() -> f32 {
@@ -129,13 +145,17 @@ impl<X: Signed + crate::Block, M: IntDot> Tile for RowChain<X, M> {
     }
     #[inline(always)]
     unsafe fn step(acc: f32, w: &Self::Dec, a: &Self::Prep) -> f32 {
-        let zero = _mm256_setzero_si256();
-        let mut v = [zero; 4];
+        let mut v = [_mm256_setzero_si256(); 4];
         for (k, v) in v.iter_mut().enumerate() {
-            *v = M::dot_u8i8(zero, w.0[k], _mm256_sign_epi8(a.0[k], w.1[k]));
+            *v = if row_biased::<X, M>() {
+                M::dot_u8i8(a.1[k], w.0[k], a.0[k])
+            } else {
+                let zero = _mm256_setzero_si256();
+                M::dot_u8i8(zero, w.0[k], _mm256_sign_epi8(a.0[k], w.1[k]))
+            };
         }
         // The reference's order: block 0, 1, 2, 3.
-        add4_in_order(acc, terms4(block_sums4(v), w.2, a.1))
+        add4_in_order(acc, terms4(block_sums4(v), w.2, a.2))
     }
     #[inline(always)]
     unsafe fn finish(acc: [f32; 2], w: &[X], a: &[BlockQ8_0]) -> f32 {
@@ -149,6 +169,14 @@ impl<X: Signed + crate::Block, M: IntDot> Tile for RowChain<X, M> {
 /// AVX2 while biased pair sums fit 16 bits.
 const fn biased_form<X: Signed, M: IntDot>() -> bool {
     !M::SATURATES || X::BIASED_MAX <= 31
+}
+
+/// Whether [`RowChain`] runs the biased form: where it is exact and its weights cost no more
+/// than the sign form's (Q4_0, Q5_0; IQ4_NL with VNNI). Q8_0's bias would be one more add
+/// per register for one fewer sign flip, which criterion (Zen 5, `decode_cached/Q8_0`) found
+/// no faster.
+const fn row_biased<X: Signed, M: IntDot>() -> bool {
+    biased_form::<X, M>() && X::BIASED_AS_CHEAP
 }
 
 /// Registers of `vpmaddubsw` pair sums of biased weights that plain AVX2 adds in 16 bits

@@ -28,6 +28,9 @@ pub(crate) trait Signed {
     /// and activations (|y| ≤ 128) stay exact while `2 · BIASED_MAX · 128` fits i16, and so do
     /// their sums over several registers when small enough (Q4_0: 8 registers, Q5_0: 4).
     const BIASED_MAX: u8;
+    /// Whether [`Signed::biased`] costs no more than [`Signed::quants`]: then one row at a
+    /// time takes the biased form wherever it is exact (`gemm/x86/block_order_avx2.rs`).
+    const BIASED_AS_CHEAP: bool;
     /// The 32 quants as i8 lanes, in element order.
     unsafe fn quants(&self) -> __m256i;
     /// The 32 quants biased to unsigned bytes, `x + OFFSET`, in element order.
@@ -64,6 +67,7 @@ unsafe fn nibbles_pair_split(a: &[u8; 16], b: &[u8; 16]) -> (__m256i, __m256i) {
 impl Signed for BlockQ4_0 {
     const OFFSET: i8 = 8;
     const BIASED_MAX: u8 = 15;
+    const BIASED_AS_CHEAP: bool = true;
     #[inline(always)]
     unsafe fn quants(&self) -> __m256i {
         _mm256_sub_epi8(nibbles32(&self.qs), _mm256_set1_epi8(8))
@@ -77,6 +81,7 @@ impl Signed for BlockQ4_0 {
 impl Signed for BlockQ5_0 {
     const OFFSET: i8 = 16;
     const BIASED_MAX: u8 = 31;
+    const BIASED_AS_CHEAP: bool = true;
     #[inline(always)]
     unsafe fn biased(&self) -> __m256i {
         let high = _mm256_and_si256(bytes_from_bits(self.qh), _mm256_set1_epi8(0x10));
@@ -93,6 +98,8 @@ impl Signed for BlockQ5_0 {
 impl Signed for BlockQ8_0 {
     const OFFSET: i8 = -128;
     const BIASED_MAX: u8 = 255;
+    /// The bias is one more add per register.
+    const BIASED_AS_CHEAP: bool = false;
     #[inline(always)]
     unsafe fn quants(&self) -> __m256i {
         load32(self.qs.as_ptr())
@@ -103,9 +110,17 @@ impl Signed for BlockIQ4_NL {
     const OFFSET: i8 = -128;
     // The table's largest value is 113.
     const BIASED_MAX: u8 = 241;
+    const BIASED_AS_CHEAP: bool = true;
     #[inline(always)]
     unsafe fn quants(&self) -> __m256i {
         let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
+        _mm256_shuffle_epi8(table, nibbles32(&self.qs))
+    }
+    /// The same shuffle from the table with the bias added (`x + 128` as a wrapping byte).
+    #[inline(always)]
+    unsafe fn biased(&self) -> __m256i {
+        let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
+        let table = _mm256_add_epi8(table, _mm256_set1_epi8(Self::OFFSET));
         _mm256_shuffle_epi8(table, nibbles32(&self.qs))
     }
 }
