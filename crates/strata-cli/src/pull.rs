@@ -98,16 +98,14 @@ pub fn pull_with(
         .with_context(|| format!("creating models directory {}", models_dir.display()))?;
     let dest = cached_path(model, models_dir);
     let stamp = stamp_path(&dest);
-    let stamped = || {
-        fs::metadata(&dest).is_ok_and(|m| m.is_file() && m.len() == model.size)
-            && fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == model.sha256)
-    };
+    let sized = || fs::metadata(&dest).is_ok_and(|m| m.is_file() && m.len() == model.size);
+    let stamped = || sized() && fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == model.sha256);
     // A verified file needs no turn: using one model never waits for another's download.
     if stamped() {
         return Ok(dest);
     }
     let _turn = DirLock::take(models_dir);
-    if fs::metadata(&dest).is_ok_and(|m| m.is_file() && m.len() == model.size) {
+    if sized() {
         // Another pull may have finished it while this one waited.
         if stamped() {
             return Ok(dest);

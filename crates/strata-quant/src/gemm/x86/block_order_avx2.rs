@@ -90,10 +90,10 @@ pub(super) unsafe fn gemm<X: Signed + crate::Block, M: IntDot>(job: Job<'_>) -> 
 
 /// The symmetric formats one row at a time, 4 blocks a step (`vec_dot`'s step, cut for the
 /// shared tile loop of `tile.rs`). Where [`row_biased`] holds, the weights go in biased
-/// (`x + OFFSET`, unsigned, straight into `vpdpbusd` or `vpmaddubsw`) and each block's sum
-/// starts from the token's `-OFFSET Σ y`, made once with the activations: no sign flips per
-/// (row, block). Otherwise the sign trick, `|x|` against `y` with `x`'s signs. Either way each
-/// block's i32 sum is exact, so the bits are `vec_dot`'s.
+/// (`x + OFFSET`, unsigned, straight into `vpdpbusd` or `vpmaddubsw`) and the token's
+/// `-OFFSET Σ y` per block, made once with the activations, is added to the 4 blocks' sums: no
+/// sign flips per (row, block). Otherwise the sign trick, `|x|` against `y` with `x`'s signs.
+/// Either way each block's i32 sum is exact, so the bits are `vec_dot`'s.
 pub(super) struct RowChain<X, M>(PhantomData<(X, M)>);
 
 impl<X: Signed + crate::Block, M: IntDot> Tile for RowChain<X, M> {
@@ -105,9 +105,9 @@ impl<X: Signed + crate::Block, M: IntDot> Tile for RowChain<X, M> {
     const PREP_ONCE: bool = true;
     /// Biased quants, or `|x|` and `x` (for its signs), of the 4 blocks; the 4 `d_x`.
     type Dec = ([__m256i; 4], [__m256i; 4], __m128);
-    /// The 4 blocks' quants; where biased, the i32 lanes each block's sum starts from (adding
-    /// up to `-OFFSET Σ y`), else zeros; the 4 `d_y`.
-    type Prep = ([__m256i; 4], [__m256i; 4], __m128);
+    /// The 4 blocks' quants; where biased, each block's `-OFFSET Σ y` (block `k` in lane `k`,
+    /// as [`block_sums4`] leaves the sums), else zeros; the 4 `d_y`.
+    type Prep = ([__m256i; 4], __m128i, __m128);
     type Acc = f32;
 
     #[inline(always)]
@@ -128,16 +128,21 @@ impl<X: Signed + crate::Block, M: IntDot> Tile for RowChain<X, M> {
     unsafe fn prep(a: *const BlockQ8_0) -> Self::Prep {
         let zero = _mm256_setzero_si256();
         let mut y = [zero; 4];
-        let mut start = [zero; 4];
-        for k in 0..4 {
-            y[k] = _mm256_loadu_si256((*a.add(k)).qs.as_ptr().cast());
-            if row_biased::<X, M>() {
-                // OFFSET as a u8 (128 for -128) against y: lanes adding up to OFFSET Σ y.
-                let offset = M::dot_u8i8(zero, _mm256_set1_epi8(X::OFFSET), y[k]);
-                start[k] = _mm256_sub_epi32(zero, offset);
-            }
+        for (k, y) in y.iter_mut().enumerate() {
+            *y = _mm256_loadu_si256((*a.add(k)).qs.as_ptr().cast());
         }
-        (y, start, halves4(a.cast(), size_of::<BlockQ8_0>()))
+        let neg = if row_biased::<X, M>() {
+            // OFFSET as a u8 (128 for -128) against each block of y: OFFSET Σ y. A loop, not
+            // `map`: a closure would not inherit the caller's target features.
+            let mut offset = [zero; 4];
+            for k in 0..4 {
+                offset[k] = M::dot_u8i8(zero, _mm256_set1_epi8(X::OFFSET), y[k]);
+            }
+            _mm_sub_epi32(_mm_setzero_si128(), block_sums4(offset))
+        } else {
+            _mm_setzero_si128()
+        };
+        (y, neg, halves4(a.cast(), size_of::<BlockQ8_0>()))
     }
     #[inline(always)]
     unsafe fn zero() -> f32 {
@@ -145,17 +150,23 @@ impl<X: Signed + crate::Block, M: IntDot> Tile for RowChain<X, M> {
     }
     #[inline(always)]
     unsafe fn step(acc: f32, w: &Self::Dec, a: &Self::Prep) -> f32 {
-        let mut v = [_mm256_setzero_si256(); 4];
+        let zero = _mm256_setzero_si256();
+        let mut v = [zero; 4];
         for (k, v) in v.iter_mut().enumerate() {
-            *v = if row_biased::<X, M>() {
-                M::dot_u8i8(a.1[k], w.0[k], a.0[k])
+            let y = if row_biased::<X, M>() {
+                a.0[k]
             } else {
-                let zero = _mm256_setzero_si256();
-                M::dot_u8i8(zero, w.0[k], _mm256_sign_epi8(a.0[k], w.1[k]))
+                _mm256_sign_epi8(a.0[k], w.1[k])
             };
+            *v = M::dot_u8i8(zero, w.0[k], y);
         }
+        let sums = if row_biased::<X, M>() {
+            _mm_add_epi32(block_sums4(v), a.1)
+        } else {
+            block_sums4(v)
+        };
         // The reference's order: block 0, 1, 2, 3.
-        add4_in_order(acc, terms4(block_sums4(v), w.2, a.2))
+        add4_in_order(acc, terms4(sums, w.2, a.2))
     }
     #[inline(always)]
     unsafe fn finish(acc: [f32; 2], w: &[X], a: &[BlockQ8_0]) -> f32 {

@@ -75,15 +75,12 @@ pub(super) unsafe fn gemm(job: Job<'_>) -> bool {
     } else {
         1..PAIRS_MIN
     };
-    match lanes16::<Permutes>(job, tails) {
-        // Fewer than 9 tokens: the branches above, which write every entry.
-        Some(tail) => {
-            let written = gemm(tail);
-            assert!(written, "the VBMI tile takes one token too");
-            true
-        }
-        None => true,
+    if let Some(tail) = lanes16::<Permutes>(job, tails) {
+        // Fewer than 9 tokens: the few-token branches above, which write every entry.
+        let written = gemm(tail);
+        assert!(written, "the few-token routes take any tail");
     }
+    true
 }
 
 /// Row quads per decoded group ([`Quads4`]).
