@@ -67,6 +67,26 @@ pub(crate) trait IntDot {
         }
         acc
     }
+    /// `Σ_{k<4} a[4i+k]·b[4i+k] + c[4i+k]·d[4i+k]` for each i32 lane `i`, as the path's
+    /// *narrow* sums: i32 lanes with VNNI; with AVX2's `vpmaddubsw`, two i16 halves per i32
+    /// lane (4 products each) that [`IntDot::widen_narrow`] adds. Narrow sums add lane by lane
+    /// ([`IntDot::add_narrow`]) and may be moved between i32 lanes, and stay exact while no i16
+    /// half passes ±32767: for `a, c <= 15` and `|b|, |d| <= 128`, up to four narrow sums
+    /// added together (16 products a half, at most ±30720).
+    #[inline(always)]
+    unsafe fn dot2_u8i8_narrow(a: __m256i, b: __m256i, c: __m256i, d: __m256i) -> __m256i {
+        Self::dot_u8i8(Self::dot_u8i8(_mm256_setzero_si256(), a, b), c, d)
+    }
+    /// The lane-wise sum of two narrow sums ([`IntDot::dot2_u8i8_narrow`]).
+    #[inline(always)]
+    unsafe fn add_narrow(x: __m256i, y: __m256i) -> __m256i {
+        _mm256_add_epi32(x, y)
+    }
+    /// Narrow sums ([`IntDot::dot2_u8i8_narrow`]) as i32 lanes.
+    #[inline(always)]
+    unsafe fn widen_narrow(x: __m256i) -> __m256i {
+        x
+    }
     /// Whether the lattice kernels fetch 4-byte grid points with `vpgatherdd` rather than
     /// scalar loads. Only the AVX-512 path does: built with AVX-512, LLVM turns the scalar loads
     /// into slower split gathers itself, while on AVX2-only CPUs (Intel parts with the GDS
@@ -103,6 +123,18 @@ impl IntDot for Madd {
     #[inline(always)]
     unsafe fn madd_i16(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
         _mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
+    }
+    #[inline(always)]
+    unsafe fn dot2_u8i8_narrow(a: __m256i, b: __m256i, c: __m256i, d: __m256i) -> __m256i {
+        _mm256_add_epi16(_mm256_maddubs_epi16(a, b), _mm256_maddubs_epi16(c, d))
+    }
+    #[inline(always)]
+    unsafe fn add_narrow(x: __m256i, y: __m256i) -> __m256i {
+        _mm256_add_epi16(x, y)
+    }
+    #[inline(always)]
+    unsafe fn widen_narrow(x: __m256i) -> __m256i {
+        _mm256_madd_epi16(x, _mm256_set1_epi16(1))
     }
     /// Each pair's sums of all eight registers added in i16 (|sum| ≤ 8 · 2 · 15 · 128), then
     /// one `vpmaddwd`: 16 instructions a pair instead of 24.
