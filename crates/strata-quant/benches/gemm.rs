@@ -258,7 +258,8 @@ fn bench_decode_dram(c: &mut Criterion) {
 
 /// Decode from cache: one token against SmolLM2-135M's FFN matrix (1536 × 576, 553 KB at
 /// Q4_1), Qwen2.5-0.5B's FFN down projection (896 × 4864, 2.5 MB at Q5_0) and its gate or up
-/// projection (4864 rows of 896, short rows as the model meets them), one thread,
+/// projection (4864 rows of 896, short rows as the model meets them), the K-quants at the
+/// down projection's shape (Q5_K: the qwen4exp cuts' LM head format), one thread,
 /// repeated so the rows come from L2/L3: the one-token row loop's own speed, which bounds
 /// decode where it is below the DRAM rate. Filter with `-- decode_cached`.
 fn bench_decode_cached(c: &mut Criterion) {
@@ -270,6 +271,7 @@ fn bench_decode_cached(c: &mut Criterion) {
         (T::Q5_0, 4864, 896),
         (T::Q8_0, 4864, 896),
         (T::Q4_K, 896, 4864),
+        (T::Q5_K, 896, 4864),
         (T::Q6_K, 896, 4864),
     ] {
         let w = weights(ty, n_rows, n);

@@ -251,9 +251,11 @@ pub(crate) unsafe fn load32<T>(p: *const T) -> __m256i {
 /// high nibble in lane `j + 16`.
 #[inline(always)]
 pub(crate) unsafe fn nibbles32(qs: &[u8; 16]) -> __m256i {
-    let q = _mm_loadu_si128(qs.as_ptr().cast());
-    let both = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
-    _mm256_and_si256(both, _mm256_set1_epi8(0x0f))
+    // Both halves hold the 16 bytes; the upper half's dwords shift right by 4 (one variable
+    // shift instead of a 128-bit shift and an insert).
+    let both = _mm256_broadcastsi128_si256(_mm_loadu_si128(qs.as_ptr().cast()));
+    let shifted = _mm256_srlv_epi32(both, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+    _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f))
 }
 
 /// 32 bits (little-endian) as 32 bytes: 0xff where the bit is set, 0 elsewhere.
