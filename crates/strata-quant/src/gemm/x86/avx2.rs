@@ -47,8 +47,8 @@ pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
         T::Q4_1 => run::<AffineTile<BlockQ4_1, M>, 3, 2>(job),
         T::Q5_1 => run::<AffineTile<BlockQ5_1, M>, 3, 2>(job),
         // One or two tokens in the row form: no transpose per row (one token, criterion:
-        // AVX-VNNI +30 %, AVX2 +15 %; two, +5 %). From four the transpose, paid once per
-        // row, costs less than folding each pair's sums.
+        // AVX-VNNI +30 %, AVX2 +15 %; two, +5 %). From three the transpose, paid once per
+        // row, costs less than folding each pair's sums (four tokens: row form 3 % slower).
         T::Q4_K if job.n_tok <= 2 => run::<Q4K<M, true>, 4, 2>(job),
         T::Q4_K => run::<Q4K<M, false>, 4, 2>(job),
         T::Q5_K => run::<AffineKTile<BlockQ5_K, M>, 4, 4>(job),
@@ -579,7 +579,8 @@ impl<X: SignedLattice, M: IntDot> Tile for Lattice<X, M> {
 }
 
 /// Q4_K against Q8_K (`dot/x86/avx2/q4_k.rs`): over sub-block-transposed quants, or in the
-/// row form with `ROW` (one token: no transpose per row, the sums folded per pair instead).
+/// row form with `ROW` (one or two tokens: no transpose per row, the sums folded per pair
+/// instead).
 /// Both forms give the same bits.
 pub(super) struct Q4K<M, const ROW: bool>(PhantomData<M>);
 
