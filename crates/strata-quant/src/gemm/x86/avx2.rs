@@ -16,14 +16,14 @@ use crate::dot::x86::avx2::k_quants::{q6_k_quants, q6_k_scale_pair, AffineK};
 use crate::dot::x86::avx2::lattice::{
     bits_at, even_sign_masks, pick_pair, points32, points64, u32_at,
 };
-use crate::dot::x86::avx2::legacy::Affine;
+use crate::dot::x86::avx2::legacy::{iq4nl_table, Affine};
 use crate::dot::x86::avx2::q4_k;
 use crate::dot::x86::bytes_from_bits;
 use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps, hsum_ps128, load32, nibbles32, IntDot};
 use crate::iq2::BlockIQ2_S;
 use crate::iq3::{BlockIQ3_S, BlockIQ3_XXS};
 use crate::iq4::BlockIQ4_XS;
-use crate::iq_tables::{IQ2S_GRID, IQ3S_GRID, IQ3XXS_GRID, KVALUES_IQ4NL};
+use crate::iq_tables::{IQ2S_GRID, IQ3S_GRID, IQ3XXS_GRID};
 use crate::k_quants::{scales_mins_k4, BlockQ4_K, BlockQ5_K, BlockQ6_K};
 use crate::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 use crate::q8_k::BlockQ8_K;
@@ -268,7 +268,7 @@ impl<M: IntDot> Tile for IQ4XS<M> {
     #[inline(always)]
     unsafe fn decode(w: *const BlockIQ4_XS) -> Self::Dec {
         let x = &*w;
-        let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
+        let table = iq4nl_table();
         let mut v = [_mm256_setzero_si256(); 8];
         let mut av = [_mm256_setzero_si256(); 8];
         let mut sc = [0i16; 8];

@@ -5,8 +5,8 @@
 use std::arch::x86_64::*;
 
 use super::super::{block_ptr, f16x4, hsum_ps, load32, nibbles32, sign_split, IntDot};
+use super::legacy::iq4nl_table;
 use crate::iq4::BlockIQ4_XS;
-use crate::iq_tables::KVALUES_IQ4NL;
 use crate::q8_k::BlockQ8_K;
 
 /// # Safety
@@ -14,7 +14,7 @@ use crate::q8_k::BlockQ8_K;
 #[inline(always)]
 pub(crate) unsafe fn iq4_xs<M: IntDot>(x: &[BlockIQ4_XS], y: &[BlockQ8_K]) -> f32 {
     assert_eq!(x.len(), y.len(), "vec_dot block counts");
-    let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
+    let table = iq4nl_table();
     let mut acc = _mm256_setzero_ps();
     for (x, y) in x.iter().zip(y) {
         let mut sum = _mm256_setzero_si256();

@@ -106,6 +106,16 @@ impl Signed for BlockQ8_0 {
     }
 }
 
+/// IQ4_NL's 16 values (`KVALUES_IQ4NL`, signed bytes) in both 128-bit halves: the table a
+/// byte shuffle maps 4-bit codes through (IQ4_NL, IQ4_XS).
+///
+/// # Safety
+/// AVX2 is available.
+#[inline(always)]
+pub(crate) unsafe fn iq4nl_table() -> __m256i {
+    _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()))
+}
+
 impl Signed for BlockIQ4_NL {
     const OFFSET: i8 = -128;
     // The table's largest value is 113.
@@ -113,14 +123,12 @@ impl Signed for BlockIQ4_NL {
     const BIASED_AS_CHEAP: bool = true;
     #[inline(always)]
     unsafe fn quants(&self) -> __m256i {
-        let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
-        _mm256_shuffle_epi8(table, nibbles32(&self.qs))
+        _mm256_shuffle_epi8(iq4nl_table(), nibbles32(&self.qs))
     }
     /// The same shuffle from the table with the bias added (`x + 128` as a wrapping byte).
     #[inline(always)]
     unsafe fn biased(&self) -> __m256i {
-        let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
-        let table = _mm256_add_epi8(table, _mm256_set1_epi8(Self::OFFSET));
+        let table = _mm256_add_epi8(iq4nl_table(), _mm256_set1_epi8(Self::OFFSET));
         _mm256_shuffle_epi8(table, nibbles32(&self.qs))
     }
 }
