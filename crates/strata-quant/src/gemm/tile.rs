@@ -96,6 +96,11 @@ pub(crate) trait Tile {
     /// step fit the register file eight tokens at a time (the row is then decoded once for a
     /// whole small batch).
     const FEW_GROUP: usize = 4;
+    /// Row tiles decoded together, which each token tile then sweeps in turn: its prepared
+    /// activations stay in L1 across them, where a single row tile streams every token's
+    /// from L2 once per tile. For kernels whose tiles have few rows and large prepared
+    /// activations (the 1-row lattice tiles of `gemm/x86/paired_lattice.rs`).
+    const ROW_TILES: usize = 1;
     /// [`Tile::finish`] of four (row, token) pairs whose rows end on a whole step (no tail
     /// blocks), so a kernel can reduce the four at once.
     ///
@@ -257,21 +262,39 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
     }
     // No closure runs the kernels (it would not inherit the caller's target features): the
     // scratch is only sized inside one, and used after it.
-    let lines = dec_bytes.div_ceil(size_of::<Line>());
+    // `ROW_TILES` row tiles at a time where their decoded rows fit the cache.
+    let sweep = if K::ROW_TILES * dec_bytes <= DEC_CACHE_BYTES {
+        K::ROW_TILES
+    } else {
+        1
+    };
+    let lines = (sweep * dec_bytes).div_ceil(size_of::<Line>());
     let dec = scratch::<K::Dec>(&DEC_CACHE, lines);
     // SAFETY (of using `dec` past the borrow): the scratch is per thread, only `run` touches
     // it, and `run` neither recurses nor yields, so nothing resizes or reads it meanwhile.
-    for r in (0..rows_tiled).step_by(R) {
-        decode_rows::<K, R>(&m, r, dec);
+    let per_tile = R * n_steps;
+    let mut r = 0;
+    while r < rows_tiled {
+        let tiles = sweep.min((rows_tiled - r) / R);
+        for k in 0..tiles {
+            decode_rows::<K, R>(&m, r + k * R, dec.add(k * per_tile));
+        }
         // The next group's weights come from DRAM (each expert's are read once per chunk)
         // while this group's tiles compute.
-        prefetch_rows(&m, r + R..(r + 2 * R).min(n_rows));
+        prefetch_rows(&m, r + tiles * R..(r + 2 * tiles * R).min(n_rows));
         for t in (0..toks_tiled).step_by(T) {
-            tile::<K, R, T>(&mut m, r, t, Some(dec), preps);
+            for k in 0..tiles {
+                let dec = Some(dec.add(k * per_tile).cast_const());
+                tile::<K, R, T>(&mut m, r + k * R, t, dec, preps);
+            }
         }
         for t in toks_tiled..n_tok {
-            tile::<K, R, 1>(&mut m, r, t, Some(dec), preps);
+            for k in 0..tiles {
+                let dec = Some(dec.add(k * per_tile).cast_const());
+                tile::<K, R, 1>(&mut m, r + k * R, t, dec, preps);
+            }
         }
+        r += tiles * R;
     }
     for r in rows_tiled..n_rows {
         decode_rows::<K, 1>(&m, r, dec);

@@ -10,6 +10,7 @@ use std::mem::MaybeUninit;
 use super::super::tile::{run, Job, Tile, FEW_MAX};
 use super::affine_quad_avx2::AffineQuad;
 use super::block_order_avx2;
+use super::paired_lattice::PairedLattice;
 use crate::dot::x86::avx2::iq2::nibble_scales;
 use crate::dot::x86::avx2::iq3::iq3_s_indices;
 use crate::dot::x86::avx2::k_quants::{q6_k_quants, q6_k_scale_pair, AffineK};
@@ -54,8 +55,8 @@ pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
         T::Q5_K => run::<AffineKTile<BlockQ5_K, M>, 4, 4>(job),
         T::Q6_K => run::<Q6K<M>, 4, 4>(job),
         T::IQ4_XS => run::<IQ4XS<M>, 4, 4>(job),
-        T::IQ3_XXS => run::<Lattice<BlockIQ3_XXS, M>, 1, 4>(job),
-        T::IQ3_S => run::<Lattice<BlockIQ3_S, M>, 1, 4>(job),
+        T::IQ3_XXS => run::<PairedLattice<BlockIQ3_XXS, M>, 1, 4>(job),
+        T::IQ3_S => run::<PairedLattice<BlockIQ3_S, M>, 1, 4>(job),
         T::IQ2_S => run::<Lattice<BlockIQ2_S, M>, 1, 4>(job),
         _ => false,
     }

@@ -36,6 +36,7 @@ use super::super::tile::{run, Job, Tile};
 use super::avx2;
 use super::avx512::{lattice_sums, Lattice};
 use super::block_order_avx2::transpose8;
+use super::paired_lattice::{self, PairedLattice};
 use super::token_lanes::{self, lane_tokens, TokenLanes};
 use crate::dot::x86::avx2::iq3::iq3_xxs_partials;
 use crate::dot::x86::avx2::lattice::{even_sign_masks, u32_at};
@@ -124,22 +125,22 @@ impl LatticeTile for LatticeXxs {
     }
 }
 
-type Lattice256<M> = avx2::Lattice<BlockIQ3_XXS, M>;
+type Lattice256<M> = PairedLattice<BlockIQ3_XXS, M>;
 
 impl<M: IntDot> LatticeTile for Lattice256<M> {
     type Int = M;
     const CHAIN_FEW_GROUP: usize = 4;
     #[inline(always)]
     unsafe fn sums(w: &Self::Dec, a: &Self::Prep) -> __m256i {
-        avx2::lattice_sums::<M>(w, a)
+        paired_lattice::sums_tile::<M, 1, 1>([w], [a])[0][0]
     }
     #[inline(always)]
     unsafe fn d_x(w: &Self::Dec) -> __m128 {
-        w.1
+        _mm256_castps256_ps128(w.d)
     }
     #[inline(always)]
     unsafe fn d_y(a: &Self::Prep) -> __m128 {
-        a.1
+        _mm256_castps256_ps128(a.d)
     }
 }
 
