@@ -262,39 +262,51 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
     }
     // No closure runs the kernels (it would not inherit the caller's target features): the
     // scratch is only sized inside one, and used after it.
-    // `ROW_TILES` row tiles at a time where their decoded rows fit the cache.
-    let sweep = if K::ROW_TILES * dec_bytes <= DEC_CACHE_BYTES {
-        K::ROW_TILES
-    } else {
-        1
-    };
-    let lines = (sweep * dec_bytes).div_ceil(size_of::<Line>());
+    // `ROW_TILES` row tiles at a time where their decoded rows fit the cache (a branch
+    // compiled only into the kernels that ask for it).
+    let sweep = K::ROW_TILES > 1 && K::ROW_TILES * dec_bytes <= DEC_CACHE_BYTES;
+    let lines = (if sweep { K::ROW_TILES } else { 1 } * dec_bytes).div_ceil(size_of::<Line>());
     let dec = scratch::<K::Dec>(&DEC_CACHE, lines);
     // SAFETY (of using `dec` past the borrow): the scratch is per thread, only `run` touches
     // it, and `run` neither recurses nor yields, so nothing resizes or reads it meanwhile.
-    let per_tile = R * n_steps;
-    let mut r = 0;
-    while r < rows_tiled {
-        let tiles = sweep.min((rows_tiled - r) / R);
-        for k in 0..tiles {
-            decode_rows::<K, R>(&m, r + k * R, dec.add(k * per_tile));
+    let mut swept = 0;
+    if sweep {
+        let per_tile = R * n_steps;
+        while swept + K::ROW_TILES * R <= rows_tiled {
+            let r = swept;
+            for k in 0..K::ROW_TILES {
+                decode_rows::<K, R>(&m, r + k * R, dec.add(k * per_tile));
+            }
+            prefetch_rows(
+                &m,
+                r + K::ROW_TILES * R..(r + 2 * K::ROW_TILES * R).min(n_rows),
+            );
+            for t in (0..toks_tiled).step_by(T) {
+                for k in 0..K::ROW_TILES {
+                    let dec = Some(dec.add(k * per_tile).cast_const());
+                    tile::<K, R, T>(&mut m, r + k * R, t, dec, preps);
+                }
+            }
+            for t in toks_tiled..n_tok {
+                for k in 0..K::ROW_TILES {
+                    let dec = Some(dec.add(k * per_tile).cast_const());
+                    tile::<K, R, 1>(&mut m, r + k * R, t, dec, preps);
+                }
+            }
+            swept += K::ROW_TILES * R;
         }
+    }
+    for r in (swept..rows_tiled).step_by(R) {
+        decode_rows::<K, R>(&m, r, dec);
         // The next group's weights come from DRAM (each expert's are read once per chunk)
         // while this group's tiles compute.
-        prefetch_rows(&m, r + tiles * R..(r + 2 * tiles * R).min(n_rows));
+        prefetch_rows(&m, r + R..(r + 2 * R).min(n_rows));
         for t in (0..toks_tiled).step_by(T) {
-            for k in 0..tiles {
-                let dec = Some(dec.add(k * per_tile).cast_const());
-                tile::<K, R, T>(&mut m, r + k * R, t, dec, preps);
-            }
+            tile::<K, R, T>(&mut m, r, t, Some(dec), preps);
         }
         for t in toks_tiled..n_tok {
-            for k in 0..tiles {
-                let dec = Some(dec.add(k * per_tile).cast_const());
-                tile::<K, R, 1>(&mut m, r + k * R, t, dec, preps);
-            }
+            tile::<K, R, 1>(&mut m, r, t, Some(dec), preps);
         }
-        r += tiles * R;
     }
     for r in rows_tiled..n_rows {
         decode_rows::<K, 1>(&m, r, dec);
