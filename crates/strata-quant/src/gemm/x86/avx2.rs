@@ -524,11 +524,12 @@ unsafe fn lattice_sums_tile<M: IntDot, const R: usize, const T: usize>(
     sums
 }
 
-/// IQ2_S, IQ3_XXS and IQ3_S against Q8_K: one block per step, one chain; the grid gather,
-/// signs and scales decoded once per row ([`OffsetLattice`]), each token's activations
-/// offset once per product, a (row, token) pair costing a `vpmaddubsw` and one i16
-/// multiply-add per 32 products (no sign flips).
-/// Same integer lanes as the `vec_dot` kernel, then its float part: the same bits.
+/// A lattice i-quant against Q8_K: one block per step, one chain; the grid gather, signs and
+/// scales decoded once per row ([`OffsetLattice`]), each token's activations offset once per
+/// product, a (row, token) pair costing a `vpmaddubsw` and one i16 multiply-add per 32
+/// products (no sign flips). Same integer lanes as the `vec_dot` kernel, then its float part:
+/// the same bits. IQ2_S's tile; IQ3_XXS and IQ3_S, whose smaller grid bytes let two groups
+/// share the multiply-add, run `paired_lattice.rs`.
 pub(super) struct Lattice<X, M>(PhantomData<(X, M)>);
 
 impl<X: SignedLattice, M: IntDot> Tile for Lattice<X, M> {
