@@ -20,7 +20,9 @@
 //! The i16 sum of four products must not overflow: `4 · 255 · max|w| < 2^15`. IQ3_S's grid
 //! bytes are at most 15 (15,300); IQ3_XXS's are even, up to 62, so its weights go in halved
 //! (`w / 2`, at most 31: 31,620) against doubled multipliers (`2 ls`), which gives the same
-//! products. Per two groups and (row, token) pair: two `vpmaddubsw`, an i16 add and one
+//! products. As for that tile, the lanes equal the kernel's for activation quants in
+//! −127..=127, the range Q8_K quantization writes (`avx2::OffsetLattice`). Per two groups and
+//! (row, token) pair: two `vpmaddubsw`, an i16 add and one
 //! i16 multiply-add, where the tile had two of each (plain AVX2: 3 multiplies instead of 4).
 //! IQ2_S (grid bytes up to 43, odd) keeps the tile of `avx2.rs`.
 
@@ -28,8 +30,8 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::super::tile::Tile;
-use super::avx2::SignedLattice;
-use crate::dot::x86::{block_ptr, f16x4, hsum_ps, load32, IntDot};
+use super::avx2::{offset_q8k, signed_groups, SignedLattice};
+use crate::dot::x86::{block_ptr, f16x4, hsum_ps, IntDot};
 use crate::iq3::{BlockIQ3_S, BlockIQ3_XXS};
 use crate::q8_k::BlockQ8_K;
 
@@ -110,21 +112,18 @@ unsafe fn add_pair<M: IntDot>(
 /// AVX2, FMA, F16C and `M`'s instructions are available.
 #[inline(always)]
 unsafe fn decode<X: Paired, M: IntDot>(x: &X) -> PairedBlock {
-    let [grid, mask, ls] = x.groups::<M>();
+    let [mut grid, mask, ls] = x.groups::<M>();
+    if X::HALVED {
+        for grid in grid.iter_mut() {
+            // Even bytes halve exactly in wider lanes: no bit crosses into the byte below.
+            *grid = _mm256_srli_epi32::<1>(*grid);
+        }
+    }
+    let signed = signed_groups(&grid, &mask);
     let mut w = [_mm256_setzero_si256(); 8];
     let mut m = [_mm256_setzero_si256(); 4];
     for p in 0..4 {
-        let mut signed = [_mm256_setzero_si256(); 2];
-        for (s, g) in signed.iter_mut().zip(2 * p..) {
-            // Even bytes halve exactly in wider lanes: no bit crosses into the byte below.
-            let grid = if X::HALVED {
-                _mm256_srli_epi32::<1>(grid[g])
-            } else {
-                grid[g]
-            };
-            *s = _mm256_sub_epi8(_mm256_xor_si256(grid, mask[g]), mask[g]);
-        }
-        [w[2 * p], w[2 * p + 1]] = interleave(signed[0], signed[1]);
+        [w[2 * p], w[2 * p + 1]] = interleave(signed[2 * p], signed[2 * p + 1]);
         let pair = _mm256_blend_epi16::<0xAA>(ls[2 * p], ls[2 * p + 1]);
         m[p] = if X::HALVED {
             _mm256_add_epi16(pair, pair)
@@ -151,17 +150,14 @@ unsafe fn decode<X: Paired, M: IntDot>(x: &X) -> PairedBlock {
 /// `a` points at a readable block; AVX2 is available.
 #[inline(always)]
 unsafe fn prep(a: *const BlockQ8_K) -> PairedQ8k {
-    let a = &*a;
-    let offset = _mm256_set1_epi8(-128);
+    let (offset, d) = offset_q8k(a);
     let mut y = [_mm256_setzero_si256(); 8];
     for p in 0..4 {
-        let g = _mm256_xor_si256(load32(a.qs.as_ptr().add(64 * p)), offset);
-        let h = _mm256_xor_si256(load32(a.qs.as_ptr().add(64 * p + 32)), offset);
-        [y[2 * p], y[2 * p + 1]] = interleave(g, h);
+        [y[2 * p], y[2 * p + 1]] = interleave(offset[2 * p], offset[2 * p + 1]);
     }
     PairedQ8k {
         y,
-        d: _mm256_set1_ps(a.scale()),
+        d: _mm256_broadcastss_ps(d),
     }
 }
 
