@@ -185,10 +185,12 @@ fn bench_expert_type(c: &mut Criterion, ty: GgmlType) {
     group.finish();
 }
 
-/// Routed experts as a prefill chunk meets them: each call multiplies the *next* of 256
-/// experts' 512 × 2048 matrices (150–300 MB in all, so the weights come from DRAM, read once
-/// per pass as a chunk reads each expert once) by 10 tokens. Against `expert/…/10`, whose one
-/// matrix stays in L2, this shows what streaming the weights costs. Filter with `-- dram`.
+/// Routed experts as a prefill chunk or a decode step meets them: each call multiplies the
+/// *next* of 256 experts' 512 × 2048 matrices (150–300 MB in all, so the weights come from
+/// DRAM, read once per pass as a chunk reads each expert once) by 1 to 32 tokens (one: the
+/// decode row loop). Against `expert/…/N`, whose one matrix stays in L2, this shows what
+/// streaming the weights costs: where the two read alike, the kernel, not DRAM, sets the
+/// pace. Filter with `-- dram`.
 fn bench_expert_dram(c: &mut Criterion) {
     let n_experts = 256;
     // Gate/up (512 rows × 2048) and down (2048 rows × 512) of Qwen3-Next's experts.
@@ -205,7 +207,7 @@ fn bench_expert_dram(c: &mut Criterion) {
             .take(one.len() * n_experts)
             .collect();
         let mut group = c.benchmark_group(format!("expert_dram/{ty}/{n_rows}x{n}"));
-        for n_tok in [4, 8, 10, 16, 32] {
+        for n_tok in [1, 4, 8, 10, 16, 32] {
             let acts = rows(vec_dot_type(ty).unwrap(), n_tok, n, 2);
             let mut out = vec![0.0f32; n_rows * n_tok];
             group.throughput(Throughput::Elements((n_rows * n_tok * n) as u64));

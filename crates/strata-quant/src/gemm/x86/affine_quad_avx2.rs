@@ -1,16 +1,17 @@
-//! AVX2 and AVX-VNNI Q4_1 and Q5_1 for a few tokens (decode): the two FMA chains of
-//! `AffineTile` (even blocks into one accumulator, odd into the other, `dot/x86/avx2/legacy.rs`)
-//! as one step of four blocks.
+//! AVX2 and AVX-VNNI Q4_1 and Q5_1 against Q8_1, four blocks a step, for any number of tokens
+//! (one row and four tokens a tile up to `FEW_MAX` tokens, four rows and one token from there).
 //!
-//! `AffineTile` decodes each block into element order (a cross-half insert per block) and
-//! multiplies and broadcasts each block's scales on its own. Here two blocks share each
-//! register in split order ([`Affine::quants_pair_split`]: one load of both blocks' packed
-//! bytes, shifted or not), the activations are prepared once per token in the same order, and
-//! the four blocks' `d`/`m` products take one multiply. The accumulators are kept in the same
-//! split order: `low` holds chain 0's lanes 0..4 and chain 1's lanes 0..4, `high` their lanes
-//! 4..8. Each lane then does the same integer sum and the same FMAs in the same order as the
-//! lane of `AffineTile` it stands for, and [`Tile::finish`] puts the lanes back before the
-//! kernel's reduction: the same bits (tests/gemm.rs compares every path with its `vec_dot`).
+//! The `vec_dot` kernel (`affine` in `dot/x86/avx2/legacy.rs`) adds `d_x d_y · sum` of each
+//! block into one of two FMA chains, even blocks into one accumulator and odd into the other,
+//! and the `m_x s_y` terms likewise (lane 1). Here two blocks share each register in split
+//! order ([`Affine::quants_pair_split`]: one load of both blocks' packed bytes, shifted or
+//! not), the activations are prepared once per token in the same order, and the four blocks'
+//! `d`/`m` products take one multiply. The accumulators are kept in the same split order:
+//! `low` holds chain 0's lanes 0..4 and chain 1's lanes 0..4, `high` their lanes 4..8 (three
+//! registers a (row, token) pair where one block a step needed four). Each lane then does the
+//! same integer sum and the same FMAs in the same order as the kernel's lane it stands for, and
+//! [`Tile::finish`] puts the lanes back before the kernel's reduction: the same bits
+//! (tests/gemm.rs compares every path with its `vec_dot`).
 
 use std::arch::x86_64::*;
 use std::marker::PhantomData;
@@ -22,7 +23,7 @@ use crate::dot::x86::{hsum_ps, IntDot};
 use crate::legacy::BlockQ8_1;
 
 /// Q4_1 and Q5_1 against Q8_1, four blocks a step: blocks 0 and 2 of the step go to chain 0,
-/// 1 and 3 to chain 1, as in `AffineTile` (one block a step, two chains).
+/// 1 and 3 to chain 1, as in the `vec_dot` kernel (one block at a time, two chains).
 pub(super) struct AffineQuad<X, M>(PhantomData<(X, M)>);
 
 impl<X: Affine + crate::Block, M: IntDot> Tile for AffineQuad<X, M> {
@@ -64,7 +65,7 @@ impl<X: Affine + crate::Block, M: IntDot> Tile for AffineQuad<X, M> {
     #[inline(always)]
     unsafe fn step(acc: Self::Acc, w: &Self::Dec, a: &Self::Prep) -> Self::Acc {
         let zero = _mm256_setzero_si256();
-        // [d0 d0', m0 s0, d1 d1', m1 s1, d2 d2', .., m3 s3]: each `AffineTile` step's lanes 0, 1.
+        // [d0 d0', m0 s0, d1 d1', m1 s1, d2 d2', .., m3 s3]: each block's lanes 0, 1 in the kernel.
         let scales = _mm256_mul_ps(w.1, a.1);
         let s01 = _mm256_permutevar8x32_ps(scales, _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
         let s23 = _mm256_permutevar8x32_ps(scales, _mm256_setr_epi32(4, 4, 4, 4, 6, 6, 6, 6));
@@ -85,14 +86,14 @@ impl<X: Affine + crate::Block, M: IntDot> Tile for AffineQuad<X, M> {
     #[inline(always)]
     unsafe fn finish(acc: [Self::Acc; 2], w: &[X], a: &[BlockQ8_1]) -> f32 {
         let (low, high, mins) = acc[0];
-        // Back to `AffineTile`'s two chains: lanes 0..4 from `low`, 4..8 from `high`.
+        // Back to the kernel's two chains: lanes 0..4 from `low`, 4..8 from `high`.
         let mut chains = [
             _mm256_permute2f128_ps::<0x20>(low, high),
             _mm256_permute2f128_ps::<0x31>(low, high),
         ];
         // Their minimum terms in lane 1 of each.
         let mut chain_mins = [mins, _mm_movehl_ps(mins, mins)];
-        // Blocks after the whole steps alternate from chain 0, as in `AffineTile`.
+        // Blocks after the whole steps alternate from chain 0, as in the kernel.
         for (k, (x, y)) in w.iter().zip(a).enumerate() {
             (chains[k % 2], chain_mins[k % 2]) =
                 affine_block::<X, M>(x, y, chains[k % 2], chain_mins[k % 2]);

@@ -17,7 +17,7 @@ use crate::dot::x86::avx2::k_quants::{q6_k_quants, q6_k_scale_pair, AffineK};
 use crate::dot::x86::avx2::lattice::{
     bits_at, even_sign_masks, pick_pair, points32, points64, u32_at,
 };
-use crate::dot::x86::avx2::legacy::{iq4nl_table, Affine};
+use crate::dot::x86::avx2::legacy::iq4nl_table;
 use crate::dot::x86::avx2::q4_k;
 use crate::dot::x86::bytes_from_bits;
 use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps, hsum_ps128, load32, nibbles32, IntDot};
@@ -26,7 +26,7 @@ use crate::iq3::{BlockIQ3_S, BlockIQ3_XXS};
 use crate::iq4::BlockIQ4_XS;
 use crate::iq_tables::{IQ2S_GRID, IQ3S_GRID, IQ3XXS_GRID};
 use crate::k_quants::{scales_mins_k4, BlockQ4_K, BlockQ5_K, BlockQ6_K};
-use crate::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
+use crate::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0};
 use crate::q8_k::BlockQ8_K;
 use crate::{Block, BlockIQ4_NL, GgmlType};
 
@@ -45,8 +45,11 @@ pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
         T::IQ4_NL => block_order_avx2::gemm::<BlockIQ4_NL, M>(job),
         T::Q4_1 if job.n_tok <= FEW_MAX => run::<AffineQuad<BlockQ4_1, M>, 1, 4>(job),
         T::Q5_1 if job.n_tok <= FEW_MAX => run::<AffineQuad<BlockQ5_1, M>, 1, 4>(job),
-        T::Q4_1 => run::<AffineTile<BlockQ4_1, M>, 3, 2>(job),
-        T::Q5_1 => run::<AffineTile<BlockQ5_1, M>, 3, 2>(job),
+        // Four rows a token: criterion (Zen 5, plain AVX2, G products/s) `gemm/Q4_1/…/4096`
+        // 53–54 → 62, `expert/Q4_1/…/10` 51 → 56, `…/32` 53 → 60 against the former
+        // one-block tile's 3 × 2 (four accumulators a pair, which spilled).
+        T::Q4_1 => run::<AffineQuad<BlockQ4_1, M>, 4, 1>(job),
+        T::Q5_1 => run::<AffineQuad<BlockQ5_1, M>, 4, 1>(job),
         // One or two tokens in the row form: no transpose per row (one token, criterion:
         // AVX-VNNI +30 %, AVX2 +15 %; two, +5 %). From three the transpose, paid once per
         // row, costs less than folding each pair's sums (four tokens: row form 3 % slower).
@@ -59,54 +62,6 @@ pub(super) unsafe fn gemm<M: IntDot>(ty: GgmlType, job: Job<'_>) -> bool {
         T::IQ3_S => run::<PairedLattice<BlockIQ3_S, M>, 1, 4>(job),
         T::IQ2_S => run::<Lattice<BlockIQ2_S, M>, 1, 4>(job),
         _ => false,
-    }
-}
-
-/// Q4_1 and Q5_1 against Q8_1: one block per step, two chains.
-pub(super) struct AffineTile<X, M>(PhantomData<(X, M)>);
-
-impl<X: Affine + Block, M: IntDot> Tile for AffineTile<X, M> {
-    type W = X;
-    type A = BlockQ8_1;
-    const STEP: usize = 1;
-    const CHAINS: usize = 2;
-    /// One token runs through `few` (the token prepared once, not once per row); larger
-    /// jobs prepare per group of rows (up front cost more in Qwen2.5's prefill).
-    const ONE_TOKEN: bool = true;
-    /// Quants, `[d, m, ..]`.
-    type Dec = (__m256i, __m128);
-    /// Quants, `[d, s, ..]`.
-    type Prep = (__m256i, __m128);
-    /// Products; the minimum terms (lane 1).
-    type Acc = (__m256, __m128);
-
-    #[inline(always)]
-    unsafe fn decode(w: *const X) -> Self::Dec {
-        ((*w).quants(), f16x4(block_ptr(&*w)))
-    }
-    #[inline(always)]
-    unsafe fn prep(a: *const BlockQ8_1) -> Self::Prep {
-        (load32((*a).qs.as_ptr()), f16x4(block_ptr(&*a)))
-    }
-    #[inline(always)]
-    unsafe fn zero() -> Self::Acc {
-        (_mm256_setzero_ps(), _mm_setzero_ps())
-    }
-    #[inline(always)]
-    unsafe fn step(acc: Self::Acc, w: &Self::Dec, a: &Self::Prep) -> Self::Acc {
-        let sum = M::dot_u8i8(_mm256_setzero_si256(), w.0, a.0);
-        let scales = _mm_mul_ps(w.1, a.1);
-        let p = _mm256_fmadd_ps(
-            _mm256_broadcastss_ps(scales),
-            _mm256_cvtepi32_ps(sum),
-            acc.0,
-        );
-        (p, _mm_add_ps(acc.1, scales))
-    }
-    #[inline(always)]
-    unsafe fn finish(acc: [Self::Acc; 2], _: &[X], _: &[BlockQ8_1]) -> f32 {
-        let mins = _mm_add_ps(acc[0].1, acc[1].1);
-        hsum_ps(_mm256_add_ps(acc[0].0, acc[1].0)) + _mm_cvtss_f32(_mm_movehdup_ps(mins))
     }
 }
 
