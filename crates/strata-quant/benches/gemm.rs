@@ -1,7 +1,7 @@
 //! Prefill-shaped matrix products: 512 weight rows × 64 tokens at the column counts of SmolLM2
 //! (576, 1536) and of 7B-class models (4096), per weight type: tiled `gemm` against the loop
-//! over `vec_dot` it replaces, on the best path (and on AVX2 at 4096 columns when the best path
-//! is wider). Run with `cargo bench -p strata-quant --bench gemm`; filter with e.g. `-- Q4_K`.
+//! over `vec_dot` it replaces, on the best path (and on AVX2 at 4096 columns, and for Q4_1 at
+//! 576, when the best path is wider). Run with `cargo bench -p strata-quant --bench gemm`; filter with e.g. `-- Q4_K`.
 //! On aarch64 the best path is `neon`, which has no tiles yet: its `gemm` is the `vec_dot` loop.
 
 use std::hint::black_box;
@@ -94,7 +94,10 @@ fn bench_gemm(c: &mut Criterion) {
             let mut out = vec![0.0f32; ROWS * TOKENS];
             group.throughput(Throughput::Elements((ROWS * TOKENS * n) as u64));
             let mut isas = vec![best];
-            if n == 4096 && best != Isa::Avx2 && Isa::Avx2.is_available() {
+            // AVX2 at 4096 columns, and at 576 for the formats whose steps take several
+            // blocks (Q4_1: 18 blocks, four steps of four and a part step of two).
+            let avx2_too = n == 4096 || (n == 576 && ty == T::Q4_1);
+            if avx2_too && best != Isa::Avx2 && Isa::Avx2.is_available() {
                 isas.push(Isa::Avx2);
             }
             for isa in isas {

@@ -101,6 +101,41 @@ pub(crate) trait Tile {
     /// from L2 once per tile. For kernels whose tiles have few rows and large prepared
     /// activations (the 1-row lattice tiles of `gemm/x86/paired_lattice.rs`).
     const ROW_TILES: usize = 1;
+    /// Blocks of a *part step*: `0`, or for a kernel with one chain (`CHAINS == 1`) whose
+    /// step keeps several blocks' lanes side by side, the first `PART` blocks of a step on
+    /// their own. A row with at least `PART` blocks after its whole steps runs them as one
+    /// more step ([`Tile::decode_part`], [`Tile::prep_part`], [`Tile::step_part`], the same
+    /// lanes and FMAs as the first `PART` blocks of a whole step) instead of through
+    /// [`Tile::finish`], which then sees the blocks after the part. Rows whose width is not a
+    /// whole number of steps (SmolLM2's 576 columns: 18 Q4_1 blocks, 4 steps of 4 and 2 more)
+    /// then decode their last blocks once per row group and prepare them once per token,
+    /// where `finish` did both for every (row, token) pair.
+    const PART: usize = 0;
+    /// Decodes the `PART` weight blocks at `w` (the rest of the value is unspecified).
+    ///
+    /// # Safety
+    /// `w` points at `PART` readable blocks; the kernel's CPU features are available.
+    unsafe fn decode_part(w: *const Self::W) -> Self::Dec {
+        let _ = w;
+        unreachable!("only kernels with PART > 0 have part steps")
+    }
+    /// Prepares the `PART` activation blocks at `a`, as [`Tile::prep`] does a step's.
+    ///
+    /// # Safety
+    /// As for [`Tile::decode_part`].
+    unsafe fn prep_part(a: *const Self::A) -> Self::Prep {
+        let _ = a;
+        unreachable!("only kernels with PART > 0 have part steps")
+    }
+    /// The first `PART` blocks of [`Tile::step`], on a part step's decoded weights and
+    /// prepared activations.
+    ///
+    /// # Safety
+    /// As for [`Tile::zero`].
+    unsafe fn step_part(acc: Self::Acc, w: &Self::Dec, a: &Self::Prep) -> Self::Acc {
+        let _ = (acc, w, a);
+        unreachable!("only kernels with PART > 0 have part steps")
+    }
     /// [`Tile::finish`] of four (row, token) pairs whose rows end on a whole step (no tail
     /// blocks), so a kernel can reduce the four at once.
     ///
@@ -114,6 +149,87 @@ pub(crate) trait Tile {
             Self::finish(acc[2], &[], &[]),
             Self::finish(acc[3], &[], &[]),
         ]
+    }
+}
+
+/// How a row of `nb` blocks divides among a kernel's steps: `whole` whole steps, then a part
+/// step of [`Tile::PART`] blocks where that many are left (`part`), then the blocks
+/// `tail..nb`, which [`Tile::finish`] takes.
+#[derive(Clone, Copy)]
+struct Steps {
+    whole: usize,
+    part: bool,
+    tail: usize,
+}
+
+impl Steps {
+    #[inline(always)]
+    fn of<K: Tile>(nb: usize) -> Steps {
+        const { assert!(K::PART == 0 || (K::CHAINS == 1 && K::PART < K::STEP)) };
+        let whole = nb / K::STEP;
+        let part = K::PART > 0 && nb - whole * K::STEP >= K::PART;
+        Steps {
+            whole,
+            part,
+            tail: whole * K::STEP + if part { K::PART } else { 0 },
+        }
+    }
+
+    /// Decoded or prepared steps a row or token has: the whole steps, then the part step.
+    #[inline(always)]
+    fn slots(self) -> usize {
+        self.whole + usize::from(self.part)
+    }
+}
+
+/// Step `s` (a whole step, or the part step after them) of the row at `w`, decoded.
+///
+/// # Safety
+/// `s < steps.slots()` for `w`'s row; `K`'s CPU features are available.
+#[inline(always)]
+unsafe fn decode_slot<K: Tile>(w: *const K::W, s: usize, steps: Steps) -> K::Dec {
+    let at = w.add(s * K::STEP);
+    if s < steps.whole {
+        K::decode(at)
+    } else {
+        K::decode_part(at)
+    }
+}
+
+/// Step `s` of the token at `a`, prepared (as [`decode_slot`]).
+///
+/// # Safety
+/// As for [`decode_slot`].
+#[inline(always)]
+unsafe fn prep_slot<K: Tile>(a: *const K::A, s: usize, steps: Steps) -> K::Prep {
+    let at = a.add(s * K::STEP);
+    if s < steps.whole {
+        K::prep(at)
+    } else {
+        K::prep_part(at)
+    }
+}
+
+/// [`Tile::step_tile`] of slot `s`: a whole step, or the part step after them.
+///
+/// # Safety
+/// As for [`Tile::zero`].
+#[inline(always)]
+unsafe fn step_slot<K: Tile, const R: usize, const T: usize>(
+    acc: &mut [[K::Acc; T]; R],
+    w: [&K::Dec; R],
+    a: [&K::Prep; T],
+    s: usize,
+    steps: Steps,
+) {
+    if s < steps.whole {
+        K::step_tile(acc, w, a);
+    } else {
+        for i in 0..R {
+            for j in 0..T {
+                acc[i][j] = K::step_part(acc[i][j], w[i], a[j]);
+            }
+        }
     }
 }
 
@@ -220,25 +336,26 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
     let (rows_tiled, toks_tiled) = (n_rows / R * R, n_tok / T * T);
     // A kernel with a costly preparation prepares every token once, up front, instead of once
     // per group of rows (no closure: see below).
-    let n_steps = nb / K::STEP;
-    let prep_bytes = n_tok * n_steps * size_of::<K::Prep>();
+    let steps = Steps::of::<K>(nb);
+    let n_slots = steps.slots();
+    let prep_bytes = n_tok * n_slots * size_of::<K::Prep>();
     let preps = (K::PREP_ONCE
         && prep_bytes <= TILE_PREP_CACHE_BYTES
         && align_of::<K::Prep>() <= align_of::<Line>())
     .then(|| scratch::<K::Prep>(&PREP_CACHE, prep_bytes.div_ceil(size_of::<Line>())));
     if let Some(prep) = preps {
         // SAFETY (of using `prep` past the borrow): as for `DEC_CACHE` below.
-        // Token-major: `prep[t·n_steps + s]` is step `s` of token `t`.
+        // Token-major: `prep[t·n_slots + s]` is step `s` of token `t`.
         for t in 0..n_tok {
             let tok = &m.a[t * nb..(t + 1) * nb];
-            for s in 0..n_steps {
-                prep.add(t * n_steps + s)
-                    .write(K::prep(tok.as_ptr().add(s * K::STEP)));
+            for s in 0..n_slots {
+                prep.add(t * n_slots + s)
+                    .write(prep_slot::<K>(tok.as_ptr(), s, steps));
             }
         }
     }
     let preps = preps.map(|p| p.cast_const());
-    let dec_bytes = R * (nb / K::STEP) * size_of::<K::Dec>();
+    let dec_bytes = R * n_slots * size_of::<K::Dec>();
     let cacheable =
         n_tok > T && dec_bytes <= DEC_CACHE_BYTES && align_of::<K::Dec>() <= align_of::<Line>();
     if !cacheable {
@@ -271,7 +388,7 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
     // it, and `run` neither recurses nor yields, so nothing resizes or reads it meanwhile.
     let mut swept = 0;
     if sweep {
-        let per_tile = R * n_steps;
+        let per_tile = R * n_slots;
         while swept + K::ROW_TILES * R <= rows_tiled {
             let r = swept;
             for k in 0..K::ROW_TILES {
@@ -320,11 +437,12 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
     true
 }
 
-/// Decodes every whole step of rows `r0..r0 + R` into `dec`, step-major: `dec[s·R + i]` is
-/// step `s` of row `r0 + i`.
+/// Decodes every whole step of rows `r0..r0 + R` and their part step, if any, into `dec`,
+/// step-major: `dec[s·R + i]` is step `s` of row `r0 + i`.
 ///
 /// # Safety
-/// `dec` has room for `R · (nb / STEP)` aligned values; `K`'s CPU features are available.
+/// `dec` has room for `R · Steps::of::<K>(nb).slots()` aligned values; `K`'s CPU features
+/// are available.
 #[inline(always)]
 unsafe fn decode_rows<K: Tile, const R: usize>(
     m: &Mat<'_, K::W, K::A>,
@@ -333,11 +451,12 @@ unsafe fn decode_rows<K: Tile, const R: usize>(
 ) {
     let nb = m.nb;
     let rows: [&[K::W]; R] = array::from_fn(|i| &m.w[(r0 + i) * nb..(r0 + i + 1) * nb]);
-    for s in 0..nb / K::STEP {
+    let steps = Steps::of::<K>(nb);
+    for s in 0..steps.slots() {
         for (i, row) in rows.iter().enumerate() {
-            // `s·STEP + STEP <= nb`: inside the row; `s·R + i < R·(nb / STEP)`: inside `dec`.
+            // Slot `s` is inside the row; `s·R + i < R·slots`: inside `dec`.
             dec.add(s * R + i)
-                .write(K::decode(row.as_ptr().add(s * K::STEP)));
+                .write(decode_slot::<K>(row.as_ptr(), s, steps));
         }
     }
 }
@@ -369,26 +488,27 @@ unsafe fn tile<K: Tile, const R: usize, const T: usize>(
     let nb = m.nb;
     let rows: [&[K::W]; R] = array::from_fn(|i| &m.w[(r0 + i) * nb..(r0 + i + 1) * nb]);
     let toks: [&[K::A]; T] = array::from_fn(|j| &m.a[(t0 + j) * nb..(t0 + j + 1) * nb]);
-    let n_steps = nb / K::STEP;
+    let steps = Steps::of::<K>(nb);
+    let n_slots = steps.slots();
     // The kernels' two FMA chains never mix before `finish`, so each runs over the whole row in
     // turn: the same per-lane operations in the same order, with half the live accumulators.
+    // (A kernel with a part step has one chain; the part step is its last.)
     let mut chains = [[[K::zero(); T]; R]; 2];
     for (c, chain) in chains.iter_mut().enumerate().take(K::CHAINS) {
         let mut acc = [[K::zero(); T]; R];
         let mut s = c;
-        while s < n_steps {
-            // `at + STEP <= nb`: every pointer below stays inside its row or token slice.
-            let at = s * K::STEP;
+        while s < n_slots {
+            // Slot `s` lies inside every row and token slice below.
             // The prepared steps and the decoded rows are read where they lie when they were
             // made up front (no copies: a copy of a large step would spill through the stack
             // on every step); made here, they live in `made` / `decoded`. No closures that run
             // kernels here: a closure would not inherit the caller's target features.
             let mut made = [MaybeUninit::<K::Prep>::uninit(); T];
             let prep: [&K::Prep; T] = match preps {
-                Some(p) => array::from_fn(|j| &*p.add((t0 + j) * n_steps + s)),
+                Some(p) => array::from_fn(|j| &*p.add((t0 + j) * n_slots + s)),
                 None => {
                     for (j, made) in made.iter_mut().enumerate() {
-                        made.write(K::prep(toks[j].as_ptr().add(at)));
+                        made.write(prep_slot::<K>(toks[j].as_ptr(), s, steps));
                     }
                     array::from_fn(|j| made[j].assume_init_ref())
                 }
@@ -398,17 +518,17 @@ unsafe fn tile<K: Tile, const R: usize, const T: usize>(
                 Some(d) => array::from_fn(|i| &*d.add(s * R + i)),
                 None => {
                     for (i, decoded) in decoded.iter_mut().enumerate() {
-                        decoded.write(K::decode(rows[i].as_ptr().add(at)));
+                        decoded.write(decode_slot::<K>(rows[i].as_ptr(), s, steps));
                     }
                     array::from_fn(|i| decoded[i].assume_init_ref())
                 }
             };
-            K::step_tile(&mut acc, dec, prep);
+            step_slot::<K, R, T>(&mut acc, dec, prep, s, steps);
             s += K::CHAINS;
         }
         *chain = acc;
     }
-    let tail = n_steps * K::STEP;
+    let tail = steps.tail;
     if tail == nb && (R * T).is_multiple_of(4) {
         // Pairs in token-major order, four at a time.
         for q in (0..R * T).step_by(4) {
@@ -472,8 +592,8 @@ thread_local! {
 #[inline(always)]
 unsafe fn few<K: Tile>(m: &mut Mat<'_, K::W, K::A>, n_rows: usize, n_tok: usize) -> bool {
     let nb = m.nb;
-    let n_steps = nb / K::STEP;
-    let prep_bytes = n_tok * n_steps * size_of::<K::Prep>();
+    let n_slots = Steps::of::<K>(nb).slots();
+    let prep_bytes = n_tok * n_slots * size_of::<K::Prep>();
     let budget = if n_tok == 1 {
         PREP_CACHE_BYTES
     } else {
@@ -485,18 +605,19 @@ unsafe fn few<K: Tile>(m: &mut Mat<'_, K::W, K::A>, n_rows: usize, n_tok: usize)
     let lines = prep_bytes.div_ceil(size_of::<Line>());
     let prep = scratch::<K::Prep>(&PREP_CACHE, lines);
     // SAFETY (of using `prep` past the borrow): as for `DEC_CACHE` in `run`.
-    // Token-major: `prep[t·n_steps + s]` is step `s` of token `t`.
+    // Token-major: `prep[t·n_slots + s]` is step `s` of token `t`.
+    let steps = Steps::of::<K>(nb);
     for t in 0..n_tok {
         let tok = &m.a[t * nb..(t + 1) * nb];
-        for s in 0..n_steps {
-            prep.add(t * n_steps + s)
-                .write(K::prep(tok.as_ptr().add(s * K::STEP)));
+        for s in 0..n_slots {
+            prep.add(t * n_slots + s)
+                .write(prep_slot::<K>(tok.as_ptr(), s, steps));
         }
     }
     // Tokens per group (below); with more tokens than one group each row is decoded once into
     // a per-thread scratch that the groups then read, instead of once per group.
     let group = if K::FEW_GROUP >= 8 { 8 } else { 4 };
-    let dec_bytes = n_steps * size_of::<K::Dec>();
+    let dec_bytes = n_slots * size_of::<K::Dec>();
     let dec = (n_tok > group
         && dec_bytes <= DEC_CACHE_BYTES
         && align_of::<K::Dec>() <= align_of::<Line>())
@@ -580,13 +701,14 @@ unsafe fn few_row<K: Tile, const T: usize>(
     dec: Option<*const K::Dec>,
 ) {
     let nb = m.nb;
-    let n_steps = nb / K::STEP;
+    let steps = Steps::of::<K>(nb);
+    let n_slots = steps.slots();
     let row = &m.w[r * nb..(r + 1) * nb];
     let mut chains = [[K::zero(); T]; 2];
     for (c, chain) in chains.iter_mut().enumerate().take(K::CHAINS) {
         let mut acc = [K::zero(); T];
         let mut s = c;
-        while s < n_steps {
+        while s < steps.whole {
             // `s·STEP + STEP <= nb`: inside the row.
             let decoded;
             let dec: &K::Dec = match dec {
@@ -596,7 +718,7 @@ unsafe fn few_row<K: Tile, const T: usize>(
                     &decoded
                 }
             };
-            let preps: [&K::Prep; T] = array::from_fn(|j| &*prep.add((t0 + j) * n_steps + s));
+            let preps: [&K::Prep; T] = array::from_fn(|j| &*prep.add((t0 + j) * n_slots + s));
             let mut tile = [acc];
             K::step_tile::<1, T>(&mut tile, [dec], preps);
             [acc] = tile;
@@ -604,7 +726,23 @@ unsafe fn few_row<K: Tile, const T: usize>(
         }
         *chain = acc;
     }
-    let tail = n_steps * K::STEP;
+    // The part step, after the loop (as in `one_token_rows`).
+    if steps.part {
+        let s = steps.whole;
+        let decoded;
+        let dec: &K::Dec = match dec {
+            Some(d) => &*d.add(s),
+            None => {
+                decoded = K::decode_part(row.as_ptr().add(s * K::STEP));
+                &decoded
+            }
+        };
+        let preps: [&K::Prep; T] = array::from_fn(|j| &*prep.add((t0 + j) * n_slots + s));
+        let mut tile = [chains[0]];
+        step_slot::<K, 1, T>(&mut tile, [dec], preps, s, steps);
+        [chains[0]] = tile;
+    }
+    let tail = steps.tail;
     let [c0, c1] = chains;
     for (j, acc) in c0.into_iter().zip(c1).enumerate() {
         let tok = &m.a[(t0 + j) * nb..(t0 + j + 1) * nb];
@@ -624,13 +762,13 @@ unsafe fn one_token_rows<K: Tile>(
     prep: *const K::Prep,
 ) {
     let nb = m.nb;
-    let n_steps = nb / K::STEP;
+    let steps = Steps::of::<K>(nb);
     let rows: [&[K::W]; 2] = array::from_fn(|i| &m.w[r[i] * nb..(r[i] + 1) * nb]);
     let mut chains = [[[K::zero(); 1]; 2]; 2];
     for (c, chain) in chains.iter_mut().enumerate().take(K::CHAINS) {
         let mut acc = [[K::zero(); 1]; 2];
         let mut s = c;
-        while s < n_steps {
+        while s < steps.whole {
             // `s·STEP + STEP <= nb`: inside both rows.
             // No closure decodes: it would not inherit the caller's target features.
             let dec = [
@@ -642,7 +780,22 @@ unsafe fn one_token_rows<K: Tile>(
         }
         *chain = acc;
     }
-    let tail = n_steps * K::STEP;
+    // The part step, after the whole steps' loop (a branch in the loop slows the decode rows).
+    if steps.part {
+        let s = steps.whole;
+        let dec = [
+            K::decode_part(rows[0].as_ptr().add(s * K::STEP)),
+            K::decode_part(rows[1].as_ptr().add(s * K::STEP)),
+        ];
+        step_slot::<K, 2, 1>(
+            &mut chains[0],
+            [&dec[0], &dec[1]],
+            [&*prep.add(s)],
+            s,
+            steps,
+        );
+    }
+    let tail = steps.tail;
     let tok = &m.a[..nb];
     for i in 0..2 {
         let acc = [chains[0][i][0], chains[1][i][0]];

@@ -12,6 +12,13 @@
 //! same integer sum and the same FMAs in the same order as the kernel's lane it stands for, and
 //! [`Tile::finish`] puts the lanes back before the kernel's reduction: the same bits
 //! (tests/gemm.rs compares every path with its `vec_dot`).
+//!
+//! Two blocks left after the whole steps (SmolLM2's 576 columns are 18 blocks) take a part
+//! step: the first half of a step, blocks 0 and 1 only, decoded once per row group and
+//! prepared once per token like the steps, where [`Tile::finish`] would redo both for every
+//! (row, token) pair. The activations are prepared once per token up front
+//! ([`Tile::PREP_ONCE`]): a step's preparation (four loads, two inserts, a conversion) is
+//! about as many instructions as its products with one row.
 
 use std::arch::x86_64::*;
 use std::marker::PhantomData;
@@ -32,6 +39,8 @@ impl<X: Affine + crate::Block, M: IntDot> Tile for AffineQuad<X, M> {
     const STEP: usize = 4;
     const CHAINS: usize = 1;
     const ONE_TOKEN: bool = true;
+    const PREP_ONCE: bool = true;
+    const PART: usize = 2;
     /// Quants of blocks 0, 1 (low halves, high halves) and 2, 3; `[d0, m0, .., d3, m3]`.
     type Dec = ([__m256i; 4], __m256);
     /// Activations in the same order; `[d0, s0, .., d3, s3]`.
@@ -59,6 +68,24 @@ impl<X: Affine + crate::Block, M: IntDot> Tile for AffineQuad<X, M> {
         )
     }
     #[inline(always)]
+    unsafe fn decode_part(w: *const X) -> Self::Dec {
+        let (l01, h01) = X::quants_pair_split(&*w, &*w.add(1));
+        let zero = _mm256_setzero_si256();
+        (
+            [l01, h01, zero, zero],
+            halves_pairs2(w.cast(), size_of::<X>()),
+        )
+    }
+    #[inline(always)]
+    unsafe fn prep_part(a: *const BlockQ8_1) -> Self::Prep {
+        let (l01, h01) = acts_pair_split(a);
+        let zero = _mm256_setzero_si256();
+        (
+            [l01, h01, zero, zero],
+            halves_pairs2(a.cast(), size_of::<BlockQ8_1>()),
+        )
+    }
+    #[inline(always)]
     unsafe fn zero() -> Self::Acc {
         (_mm256_setzero_ps(), _mm256_setzero_ps(), _mm_setzero_ps())
     }
@@ -83,6 +110,18 @@ impl<X: Affine + crate::Block, M: IntDot> Tile for AffineQuad<X, M> {
         let mins = _mm_add_ps(mins, _mm256_extractf128_ps::<1>(scales));
         (low, high, mins)
     }
+    /// [`Tile::step`]'s operations on blocks 0 and 1, in the same order.
+    #[inline(always)]
+    unsafe fn step_part(acc: Self::Acc, w: &Self::Dec, a: &Self::Prep) -> Self::Acc {
+        let zero = _mm256_setzero_si256();
+        let scales = _mm256_mul_ps(w.1, a.1);
+        let s01 = _mm256_permutevar8x32_ps(scales, _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
+        let low = _mm256_cvtepi32_ps(M::dot_u8i8(zero, w.0[0], a.0[0]));
+        let high = _mm256_cvtepi32_ps(M::dot_u8i8(zero, w.0[1], a.0[1]));
+        let low = _mm256_fmadd_ps(s01, low, acc.0);
+        let high = _mm256_fmadd_ps(s01, high, acc.1);
+        (low, high, _mm_add_ps(acc.2, _mm256_castps256_ps128(scales)))
+    }
     #[inline(always)]
     unsafe fn finish(acc: [Self::Acc; 2], w: &[X], a: &[BlockQ8_1]) -> f32 {
         let (low, high, mins) = acc[0];
@@ -101,6 +140,14 @@ impl<X: Affine + crate::Block, M: IntDot> Tile for AffineQuad<X, M> {
         let mins = _mm_add_ps(chain_mins[0], chain_mins[1]);
         hsum_ps(_mm256_add_ps(chains[0], chains[1])) + _mm_cvtss_f32(_mm_movehdup_ps(mins))
     }
+}
+
+/// The f16 pairs at the starts of 2 blocks `size` bytes apart as f32 lanes 0..4 (`[d0, m0, d1,
+/// m1]`, or `d`, `s` for activations), lanes 4..8 zero.
+#[inline(always)]
+unsafe fn halves_pairs2(p: *const u8, size: usize) -> __m256 {
+    let h = |k: usize| p.add(k * size).cast::<i32>().read_unaligned();
+    _mm256_cvtph_ps(_mm_setr_epi32(h(0), h(1), 0, 0))
 }
 
 /// The quants of activation blocks `a`, `a + 1` in [`Affine::quants_pair_split`]'s order:
