@@ -1,7 +1,8 @@
 //! Prefill-shaped matrix products: 512 weight rows × 64 tokens at the column counts of SmolLM2
 //! (576, 1536) and of 7B-class models (4096), per weight type: tiled `gemm` against the loop
 //! over `vec_dot` it replaces, on the best path (and on AVX2 at 4096 columns, and for Q4_1 at
-//! 576, when the best path is wider). Run with `cargo bench -p strata-quant --bench gemm`; filter with e.g. `-- Q4_K`.
+//! 576, when the best path is wider). Run with `cargo bench -p strata-quant --bench gemm`;
+//! filter with e.g. `-- Q4_K`.
 //! On aarch64 the best path is `neon`, which has no tiles yet: its `gemm` is the `vec_dot` loop.
 
 use std::hint::black_box;

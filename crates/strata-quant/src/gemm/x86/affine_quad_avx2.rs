@@ -91,36 +91,14 @@ impl<X: Affine + crate::Block, M: IntDot> Tile for AffineQuad<X, M> {
     }
     #[inline(always)]
     unsafe fn step(acc: Self::Acc, w: &Self::Dec, a: &Self::Prep) -> Self::Acc {
-        let zero = _mm256_setzero_si256();
-        // [d0 d0', m0 s0, d1 d1', m1 s1, d2 d2', .., m3 s3]: each block's lanes 0, 1 in the kernel.
         let scales = _mm256_mul_ps(w.1, a.1);
-        let s01 = _mm256_permutevar8x32_ps(scales, _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
-        let s23 = _mm256_permutevar8x32_ps(scales, _mm256_setr_epi32(4, 4, 4, 4, 6, 6, 6, 6));
-        // No closure: it would not inherit the target features.
-        let mut sums = [_mm256_setzero_ps(); 4];
-        for (k, sum) in sums.iter_mut().enumerate() {
-            *sum = _mm256_cvtepi32_ps(M::dot_u8i8(zero, w.0[k], a.0[k]));
-        }
-        let low = _mm256_fmadd_ps(s01, sums[0], acc.0);
-        let high = _mm256_fmadd_ps(s01, sums[1], acc.1);
-        let low = _mm256_fmadd_ps(s23, sums[2], low);
-        let high = _mm256_fmadd_ps(s23, sums[3], high);
-        // Chain 0 adds m0 s0 then m2 s2 (lane 1), chain 1 m1 s1 then m3 s3 (lane 3).
-        let mins = _mm_add_ps(acc.2, _mm256_castps256_ps128(scales));
-        let mins = _mm_add_ps(mins, _mm256_extractf128_ps::<1>(scales));
-        (low, high, mins)
+        let acc = add_pair::<M, 0>(acc, w, a, scales);
+        add_pair::<M, 1>(acc, w, a, scales)
     }
-    /// [`Tile::step`]'s operations on blocks 0 and 1, in the same order.
+    /// [`Tile::step`] on blocks 0 and 1 only.
     #[inline(always)]
     unsafe fn step_part(acc: Self::Acc, w: &Self::Dec, a: &Self::Prep) -> Self::Acc {
-        let zero = _mm256_setzero_si256();
-        let scales = _mm256_mul_ps(w.1, a.1);
-        let s01 = _mm256_permutevar8x32_ps(scales, _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
-        let low = _mm256_cvtepi32_ps(M::dot_u8i8(zero, w.0[0], a.0[0]));
-        let high = _mm256_cvtepi32_ps(M::dot_u8i8(zero, w.0[1], a.0[1]));
-        let low = _mm256_fmadd_ps(s01, low, acc.0);
-        let high = _mm256_fmadd_ps(s01, high, acc.1);
-        (low, high, _mm_add_ps(acc.2, _mm256_castps256_ps128(scales)))
+        add_pair::<M, 0>(acc, w, a, _mm256_mul_ps(w.1, a.1))
     }
     #[inline(always)]
     unsafe fn finish(acc: [Self::Acc; 2], w: &[X], a: &[BlockQ8_1]) -> f32 {
@@ -140,6 +118,40 @@ impl<X: Affine + crate::Block, M: IntDot> Tile for AffineQuad<X, M> {
         let mins = _mm_add_ps(chain_mins[0], chain_mins[1]);
         hsum_ps(_mm256_add_ps(chains[0], chains[1])) + _mm_cvtss_f32(_mm_movehdup_ps(mins))
     }
+}
+
+/// Blocks `2P` (chain 0) and `2P + 1` (chain 1) of a step into the split-order accumulators:
+/// each block's FMA and its minimum term (lane 1: chain 0's, lane 3: chain 1's), as the kernel
+/// adds them. `scales`: `[d0 d0', m0 s0, d1 d1', m1 s1, d2 d2', .., m3 s3]`, each block's lanes
+/// 0, 1 in the kernel. A step is `P = 0` then `P = 1`, so chain 0 adds blocks 0 then 2 and chain
+/// 1 blocks 1 then 3.
+#[inline(always)]
+unsafe fn add_pair<M: IntDot, const P: usize>(
+    acc: (__m256, __m256, __m128),
+    w: &([__m256i; 4], __m256),
+    a: &([__m256i; 4], __m256),
+    scales: __m256,
+) -> (__m256, __m256, __m128) {
+    let zero = _mm256_setzero_si256();
+    let (pick, mins) = if P == 0 {
+        (
+            _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2),
+            _mm256_castps256_ps128(scales),
+        )
+    } else {
+        (
+            _mm256_setr_epi32(4, 4, 4, 4, 6, 6, 6, 6),
+            _mm256_extractf128_ps::<1>(scales),
+        )
+    };
+    let s = _mm256_permutevar8x32_ps(scales, pick);
+    let low = _mm256_cvtepi32_ps(M::dot_u8i8(zero, w.0[2 * P], a.0[2 * P]));
+    let high = _mm256_cvtepi32_ps(M::dot_u8i8(zero, w.0[2 * P + 1], a.0[2 * P + 1]));
+    (
+        _mm256_fmadd_ps(s, low, acc.0),
+        _mm256_fmadd_ps(s, high, acc.1),
+        _mm_add_ps(acc.2, mins),
+    )
 }
 
 /// The f16 pairs at the starts of 2 blocks `size` bytes apart as f32 lanes 0..4 (`[d0, m0, d1,
