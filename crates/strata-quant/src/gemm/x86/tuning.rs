@@ -10,6 +10,12 @@
 //! against 244–249. On the Intel Xeon where the rule was set (nineteenth session) the quads
 //! won; Zen 4, whose 512-bit operations are double-pumped, is not measured and keeps the
 //! default.
+//!
+//! Zen 5 also runs IQ3_XXS's 16 tokens in the lanes 8 rows a tile rather than 4
+//! (`iq3_xxs_lanes.rs`, `LANES16_R_ZEN5`). The quads lose there for the same reason: criterion
+//! with 1, 2, 3 and 4 quads a tile (10 tokens: 81, 108, 117, 137) follows the bytes of weights
+//! and activations each `vpdpbusd` streams from L2, and a quad tile streams 16 rows' decoded
+//! blocks for every group of 4 tokens.
 
 use std::cell::Cell;
 use std::sync::OnceLock;
