@@ -242,9 +242,10 @@ fn iq3_xxs_without_vbmi_matches_the_vbmi_kernels() {
     }
 }
 
-/// IQ3_XXS's AVX-512 VBMI routing on each microarchitecture tuning (row quads by default, 16
-/// tokens in the lanes with row-pair-sized tails on Zen 5; `gemm/x86/tuning.rs`), whichever
-/// CPU runs the test: each against `vec_dot`, bit for bit, on every shape.
+/// IQ3_XXS's AVX-512 VBMI routing on each microarchitecture tuning (row quads and 4-row
+/// tiles of 16 tokens in the lanes by default; on Zen 5 no quads, 8-row tiles and
+/// row-pair-sized tails; `gemm/x86/tuning.rs`), whichever CPU runs the test: each against
+/// `vec_dot`, bit for bit, on every shape (7, 9 and 11 rows cut the last row group short).
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn iq3_xxs_routes_of_every_tuning_match_vec_dot() {

@@ -690,8 +690,8 @@ unsafe fn few<K: Tile>(m: &mut Mat<'_, K::W, K::A>, n_rows: usize, n_tok: usize)
 /// row, step for step.
 ///
 /// # Safety
-/// As for [`few`]; `prep` holds every step of every token of the batch; `dec`, if given,
-/// every whole step of row `r`.
+/// As for [`few`]; `prep` holds every step (the part step included) of every token of the
+/// batch; `dec`, if given, every step of row `r`, its part step included.
 #[inline(always)]
 unsafe fn few_row<K: Tile, const T: usize>(
     m: &mut Mat<'_, K::W, K::A>,
