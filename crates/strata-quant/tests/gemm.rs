@@ -276,7 +276,8 @@ fn gemm_matches_vec_dot_on_model_sized_rows() {
     let paths = paths();
     let mut rng = Rng::new(23);
     for ty in vec_dot_types() {
-        for n in [576, 1536, 4096] {
+        // 8192: qwen4exp's attention output width.
+        for n in [576, 1536, 4096, 8192] {
             if n % ty.block_size() != 0 {
                 continue;
             }
@@ -284,7 +285,9 @@ fn gemm_matches_vec_dot_on_model_sized_rows() {
             // One token (decode); 5 tokens: a small batch; 8 tokens: a small batch whose
             // prepared activations outgrow the few-token scratch at 4096 columns (the tile
             // loop instead); 130: tiles (for AVX-512's block-order formats, two passes over
-            // the rows with 16 tokens in the lanes).
+            // the rows with 16 tokens in the lanes; for the kernels that prepare every token
+            // up front, from 4096 columns, token passes whose prepared steps fit the tile's
+            // cache).
             for n_tok in [1, 5, 8, 130] {
                 let acts = act_rows(&mut rng, ty, n_tok, n, 0);
                 for &path in &paths {

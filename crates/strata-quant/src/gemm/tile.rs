@@ -309,6 +309,13 @@ pub(crate) fn scratch<T>(cache: &'static LocalKey<RefCell<Vec<Line>>>, lines: us
 /// written) for a one-token job unless `K` asks for those ([`Tile::ONE_TOKEN`]): the path's
 /// decode row loop runs them.
 ///
+/// A [`Tile::PREP_ONCE`] kernel whose prepared tokens would outgrow
+/// [`TILE_PREP_CACHE_BYTES`] runs the tokens in passes that fit ([`token_pass`]), each pass
+/// decoding the rows again: otherwise every tile would prepare its tokens anew, once per
+/// (row tile, token) (the qwen4exp attention output, IQ3_S over 8192 columns, 64 tokens a
+/// prefill tile: 590 KiB of prepared steps). Every (row, token) pair is the same `vec_dot`
+/// in any pass, so the passes change no bits.
+///
 /// # Safety
 /// `K`'s CPU features are available; `job`'s lengths were checked by `gemm`.
 #[inline(always)]
@@ -333,6 +340,50 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
     if (few_min..=FEW_MAX).contains(&n_tok) && few::<K>(&mut m, n_rows, n_tok) {
         return true;
     }
+    let steps = Steps::of::<K>(nb);
+    let pass = if K::PREP_ONCE && align_of::<K::Prep>() <= align_of::<Line>() {
+        token_pass(n_tok, steps.slots() * size_of::<K::Prep>(), T)
+    } else {
+        n_tok
+    };
+    let (a, out, stride) = (m.a, m.out, m.stride);
+    for t0 in (0..n_tok).step_by(pass) {
+        let t1 = (t0 + pass).min(n_tok);
+        let mut m = Mat {
+            w,
+            a: &a[t0 * nb..t1 * nb],
+            nb,
+            out: &mut out[t0 * stride..],
+            stride,
+        };
+        run_pass::<K, R, T>(&mut m, n_rows, t1 - t0);
+    }
+    true
+}
+
+/// Tokens per pass of [`run`]: all `n_tok` when their prepared steps (`per_token` bytes each)
+/// fit [`TILE_PREP_CACHE_BYTES`] or not even `t` of them do; else equal passes, multiples of
+/// `t`, that fit.
+fn token_pass(n_tok: usize, per_token: usize, t: usize) -> usize {
+    let most = TILE_PREP_CACHE_BYTES / per_token.max(1) / t * t;
+    if most == 0 || n_tok <= most {
+        return n_tok;
+    }
+    let passes = n_tok.div_ceil(most);
+    n_tok.div_ceil(passes).next_multiple_of(t).min(most)
+}
+
+/// The tiles of [`run`] for all `n_tok` tokens of `m`.
+///
+/// # Safety
+/// As for [`run`].
+#[inline(always)]
+unsafe fn run_pass<K: Tile, const R: usize, const T: usize>(
+    m: &mut Mat<'_, K::W, K::A>,
+    n_rows: usize,
+    n_tok: usize,
+) {
+    let nb = m.nb;
     let (rows_tiled, toks_tiled) = (n_rows / R * R, n_tok / T * T);
     // A kernel with a costly preparation prepares every token once, up front, instead of once
     // per group of rows (no closure: see below).
@@ -361,21 +412,21 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
     if !cacheable {
         for r in (0..rows_tiled).step_by(R) {
             for t in (0..toks_tiled).step_by(T) {
-                tile::<K, R, T>(&mut m, r, t, None, preps);
+                tile::<K, R, T>(m, r, t, None, preps);
             }
             for t in toks_tiled..n_tok {
-                tile::<K, R, 1>(&mut m, r, t, None, preps);
+                tile::<K, R, 1>(m, r, t, None, preps);
             }
         }
         for r in rows_tiled..n_rows {
             for t in (0..toks_tiled).step_by(T) {
-                tile::<K, 1, T>(&mut m, r, t, None, preps);
+                tile::<K, 1, T>(m, r, t, None, preps);
             }
             for t in toks_tiled..n_tok {
-                tile::<K, 1, 1>(&mut m, r, t, None, preps);
+                tile::<K, 1, 1>(m, r, t, None, preps);
             }
         }
-        return true;
+        return;
     }
     // No closure runs the kernels (it would not inherit the caller's target features): the
     // scratch is only sized inside one, and used after it.
@@ -392,49 +443,48 @@ pub(crate) unsafe fn run<K: Tile, const R: usize, const T: usize>(job: Job<'_>) 
         while swept + K::ROW_TILES * R <= rows_tiled {
             let r = swept;
             for k in 0..K::ROW_TILES {
-                decode_rows::<K, R>(&m, r + k * R, dec.add(k * per_tile));
+                decode_rows::<K, R>(m, r + k * R, dec.add(k * per_tile));
             }
             prefetch_rows(
-                &m,
+                m,
                 r + K::ROW_TILES * R..(r + 2 * K::ROW_TILES * R).min(n_rows),
             );
             for t in (0..toks_tiled).step_by(T) {
                 for k in 0..K::ROW_TILES {
                     let dec = Some(dec.add(k * per_tile).cast_const());
-                    tile::<K, R, T>(&mut m, r + k * R, t, dec, preps);
+                    tile::<K, R, T>(m, r + k * R, t, dec, preps);
                 }
             }
             for t in toks_tiled..n_tok {
                 for k in 0..K::ROW_TILES {
                     let dec = Some(dec.add(k * per_tile).cast_const());
-                    tile::<K, R, 1>(&mut m, r + k * R, t, dec, preps);
+                    tile::<K, R, 1>(m, r + k * R, t, dec, preps);
                 }
             }
             swept += K::ROW_TILES * R;
         }
     }
     for r in (swept..rows_tiled).step_by(R) {
-        decode_rows::<K, R>(&m, r, dec);
+        decode_rows::<K, R>(m, r, dec);
         // The next group's weights come from DRAM (each expert's are read once per chunk)
         // while this group's tiles compute.
-        prefetch_rows(&m, r + R..(r + 2 * R).min(n_rows));
+        prefetch_rows(m, r + R..(r + 2 * R).min(n_rows));
         for t in (0..toks_tiled).step_by(T) {
-            tile::<K, R, T>(&mut m, r, t, Some(dec), preps);
+            tile::<K, R, T>(m, r, t, Some(dec), preps);
         }
         for t in toks_tiled..n_tok {
-            tile::<K, R, 1>(&mut m, r, t, Some(dec), preps);
+            tile::<K, R, 1>(m, r, t, Some(dec), preps);
         }
     }
     for r in rows_tiled..n_rows {
-        decode_rows::<K, 1>(&m, r, dec);
+        decode_rows::<K, 1>(m, r, dec);
         for t in (0..toks_tiled).step_by(T) {
-            tile::<K, 1, T>(&mut m, r, t, Some(dec), preps);
+            tile::<K, 1, T>(m, r, t, Some(dec), preps);
         }
         for t in toks_tiled..n_tok {
-            tile::<K, 1, 1>(&mut m, r, t, Some(dec), preps);
+            tile::<K, 1, 1>(m, r, t, Some(dec), preps);
         }
     }
-    true
 }
 
 /// Decodes every whole step of rows `r0..r0 + R` and their part step, if any, into `dec`,
@@ -828,4 +878,26 @@ unsafe fn prefetch_ahead(w: &[u8], at: usize, len: usize) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (w, at, len);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_passes_fit_the_prepared_cache_in_equal_multiples_of_the_tile() {
+        // qwen4exp's attention output: IQ3_S over 8192 columns (32 steps of 288 bytes), 64
+        // tokens a prefill tile, 4 tokens a tile: 56 fit, so two passes of 32.
+        assert_eq!(token_pass(64, 32 * 288, 4), 32);
+        // 102 fit (2 a tile): 130 tokens in passes of 66 and 64.
+        assert_eq!(token_pass(130, 16 * 320, 2), 66);
+        // All fit: one pass.
+        assert_eq!(token_pass(64, 8 * 320, 2), 64);
+        // Not even one tile's tokens fit: one pass (the tiles prepare their own tokens).
+        assert_eq!(token_pass(64, TILE_PREP_CACHE_BYTES, 4), 64);
+        for n_tok in 1..300 {
+            let pass = token_pass(n_tok, 9000, 4);
+            assert!(pass == n_tok || (pass % 4 == 0 && pass * 9000 <= TILE_PREP_CACHE_BYTES));
+        }
+    }
 }
