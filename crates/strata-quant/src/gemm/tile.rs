@@ -897,7 +897,9 @@ mod tests {
         assert_eq!(token_pass(64, TILE_PREP_CACHE_BYTES, 4), 64);
         for n_tok in 1..300 {
             let pass = token_pass(n_tok, 9000, 4);
-            assert!(pass == n_tok || (pass % 4 == 0 && pass * 9000 <= TILE_PREP_CACHE_BYTES));
+            assert!(
+                pass == n_tok || (pass.is_multiple_of(4) && pass * 9000 <= TILE_PREP_CACHE_BYTES)
+            );
         }
     }
 }
