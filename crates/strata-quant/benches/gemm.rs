@@ -117,6 +117,30 @@ fn bench_gemm(c: &mut Criterion) {
     }
 }
 
+/// Rows whose decoded form outgrows L1 (a tile of four Q6_K rows over 8192 columns: 70 KiB):
+/// 128 rows × 64 tokens (a prefill tile) over 8192 and 14336 columns, the down projections of
+/// 7–8B dense models, in the K-quant formats of Q4_K_M files. Filter with `-- wide`.
+fn bench_wide(c: &mut Criterion) {
+    use GgmlType as T;
+    for ty in [T::Q4_K, T::Q6_K, T::Q5_K] {
+        let mut group = c.benchmark_group(format!("wide/{ty}"));
+        for n in [8192usize, 14336] {
+            let w = weights(ty, 128, n);
+            let acts = rows(vec_dot_type(ty).unwrap(), 64, n, 2);
+            let mut out = vec![0.0f32; 128 * 64];
+            group.throughput(Throughput::Elements((128 * 64 * n) as u64));
+            for isa in compared_isas() {
+                group.bench_function(BenchmarkId::new(format!("gemm/{isa}"), n), |b| {
+                    b.iter(|| {
+                        gemm_on(isa, ty, black_box(&w), 128, &acts, 64, &mut out, 128).unwrap()
+                    })
+                });
+            }
+        }
+        group.finish();
+    }
+}
+
 /// The best path, then AVX-VNNI (Intel's client cores) and plain AVX2 (AMD's client cores
 /// before Zen 4) where those are others.
 fn compared_isas() -> Vec<Isa> {
@@ -341,6 +365,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = bench_gemm, bench_expert, bench_expert_dram, bench_decode_dram, bench_decode_cached, bench_router
+    targets = bench_gemm, bench_wide, bench_expert, bench_expert_dram, bench_decode_dram, bench_decode_cached, bench_router
 }
 criterion_main!(benches);

@@ -276,9 +276,19 @@ impl<'a> Job<'a> {
     }
 }
 
-/// Bytes of decoded weights a group of rows may cache (per thread): beyond this the rows are
-/// decoded again for every group of tokens, as the decoded form would not stay in L1/L2.
+/// Bytes of decoded weights [`few`] may cache for one row (per thread): beyond this the row
+/// is decoded again for every group of tokens. Also the most that [`Tile::ROW_TILES`] row
+/// tiles decoded together may take.
 const DEC_CACHE_BYTES: usize = 64 << 10;
+
+/// Bytes of decoded weights a group of rows of [`run`] may cache (per thread): beyond this
+/// the rows are decoded again for every tile of tokens. A quarter of a 1 MiB L2: the rows
+/// are read again for every tile, and decoding them again costs far more than reading them
+/// from L2 (criterion `wide/…`, Zen 5, 128 rows × 64 tokens, G products/s, AVX-512 /
+/// AVX-VNNI / plain AVX2, 64 KiB → 256 KiB: Q4_K over 14336 columns 127 / 43 / 45 → 130 /
+/// 126 / 120; Q6_K over 8192 105 / 59 / 61 → 126 / 77 / 74; Q5_K over 8192 84 / 53 / 57 →
+/// 118 / 64 / 71): the down projections of 7–8B dense models.
+const TILE_DEC_CACHE_BYTES: usize = 256 << 10;
 
 /// A cache line of scratch: the decoded weights of a row group live in a `Vec` of these.
 #[derive(Clone, Copy)]
@@ -407,8 +417,9 @@ unsafe fn run_pass<K: Tile, const R: usize, const T: usize>(
     }
     let preps = preps.map(|p| p.cast_const());
     let dec_bytes = R * n_slots * size_of::<K::Dec>();
-    let cacheable =
-        n_tok > T && dec_bytes <= DEC_CACHE_BYTES && align_of::<K::Dec>() <= align_of::<Line>();
+    let cacheable = n_tok > T
+        && dec_bytes <= TILE_DEC_CACHE_BYTES
+        && align_of::<K::Dec>() <= align_of::<Line>();
     if !cacheable {
         for r in (0..rows_tiled).step_by(R) {
             for t in (0..toks_tiled).step_by(T) {
@@ -430,8 +441,9 @@ unsafe fn run_pass<K: Tile, const R: usize, const T: usize>(
     }
     // No closure runs the kernels (it would not inherit the caller's target features): the
     // scratch is only sized inside one, and used after it.
-    // `ROW_TILES` row tiles at a time where their decoded rows fit the cache (a branch
-    // compiled only into the kernels that ask for it).
+    // `ROW_TILES` row tiles at a time where their decoded rows fit [`DEC_CACHE_BYTES`], so
+    // that each token tile's prepared steps stay in L1 across them (a branch compiled only
+    // into the kernels that ask for it).
     let sweep = K::ROW_TILES > 1 && K::ROW_TILES * dec_bytes <= DEC_CACHE_BYTES;
     let lines = (if sweep { K::ROW_TILES } else { 1 } * dec_bytes).div_ceil(size_of::<Line>());
     let dec = scratch::<K::Dec>(&DEC_CACHE, lines);
