@@ -314,8 +314,9 @@ pub(crate) fn scratch<T>(cache: &'static LocalKey<RefCell<Vec<Line>>>, lines: us
 
 /// `job` in tiles of `R` rows × `T` tokens; the rows and tokens left over at the edges run as
 /// 1-row or 1-token tiles. Each group of `R` rows is decoded once into a per-thread cache and
-/// then sweeps every token, so the decoded weights stay in L1 while the activations stream
-/// from L2 (rows too long for the cache are decoded per tile instead). `false` (nothing
+/// then sweeps every token, so the decoded weights stay in L1 (L2 for wide rows, up to
+/// [`TILE_DEC_CACHE_BYTES`]) while the activations stream from L2 (rows too long for the
+/// cache are decoded per tile instead). `false` (nothing
 /// written) for a one-token job unless `K` asks for those ([`Tile::ONE_TOKEN`]): the path's
 /// decode row loop runs them.
 ///
