@@ -18,11 +18,6 @@
 
 use crate::{GgmlType, QuantError};
 
-/// Routing by microarchitecture, and running a closure as on another one (both routes of a
-/// job on one machine; `gemm/x86/tuning.rs`).
-#[cfg(target_arch = "x86_64")]
-pub use crate::gemm::x86::tuning::{with_tuning, Tuning};
-
 /// The AVX-VNNI path run with the EVEX encodings of its VNNI instructions (see the module
 /// docs). Only [`AvxVnniTwin::new`] makes one, where the CPU can run it; its methods behave as
 /// the `*_on` functions with [`Isa::AvxVnni`](crate::Isa::AvxVnni) would, errors included
@@ -170,7 +165,7 @@ pub fn without_vbmi<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// Runs `f` with this thread's `cell` set to `value`, restoring the old value afterwards (also
-/// when `f` panics): the per-thread overrides of this module and `gemm/x86/tuning.rs`.
+/// when `f` panics): the per-thread overrides of this module.
 pub(crate) fn scoped<T: Copy + 'static, R>(
     cell: &'static std::thread::LocalKey<std::cell::Cell<T>>,
     value: T,

@@ -38,7 +38,6 @@ use super::avx512::{lattice_sums, Lattice};
 use super::block_order_avx2::transpose8;
 use super::paired_lattice::{self, PairedLattice};
 use super::token_lanes::{self, lane_tokens, TokenLanes};
-use super::tuning::{tuning, Tuning};
 use crate::dot::x86::avx2::iq3::iq3_xxs_partials;
 use crate::dot::x86::avx2::lattice::{even_sign_masks, u32_at};
 use crate::dot::x86::avx2::legacy::{add4_in_order, block_sums4, block_term, hsum_epi32, terms4};
@@ -79,8 +78,7 @@ pub(super) unsafe fn gemm(job: Job<'_>) -> bool {
 
 /// `job` through [`Lanes16`] with `D`'s decode, except the tokens after its last whole group
 /// of 16 when `tails` holds their number: those are returned for a few-token path, which
-/// costs less than a group of mostly empty lanes. Rows go [`LANES16_R`] at a time, or
-/// [`LANES16_R_ZEN5`] on Zen 5 (`tuning.rs`).
+/// costs less than a group of mostly empty lanes. Rows go [`LANES16_R`] at a time.
 ///
 /// # Safety
 /// As for [`gemm`], and `D`'s instructions are available.
@@ -90,25 +88,20 @@ pub(super) unsafe fn lanes16<D: BlockDecode>(
     tails: std::ops::Range<usize>,
 ) -> Option<Job<'_>> {
     let (lanes, tail) = token_lanes::split_tail(job, 16, tails);
-    if tuning() == Tuning::Zen5 {
-        token_lanes::run::<Lanes16<D>, LANES16_R_ZEN5>(lanes);
-    } else {
-        token_lanes::run::<Lanes16<D>, LANES16_R>(lanes);
-    }
+    token_lanes::run::<Lanes16<D>, LANES16_R>(lanes);
     tail
 }
 
 /// Rows a [`Lanes16`] tile meets each loaded activation register with (`R` of
-/// `token_lanes::run`): three registers a row (group sum, block sum, float accumulator).
-const LANES16_R: usize = 4;
-
-/// [`LANES16_R`] on Zen 5: there the tile is bound by the activation bytes it streams from
-/// L2 (a group's repacked block is 4.7 KiB, a row's decoded block 292 bytes), which twice the
-/// rows halve, in 26 of the 32 registers. Criterion (`expert/IQ3_XXS/gemm/avx512`, 512 ×
-/// 2048, one core, G products/s, two rounds, twenty-ninth session), 4 rows against 8: 10
-/// tokens 159–169 against 176–179, 16 tokens 244–261 against 269–277, 64 tokens 285–307
-/// against 327–331, `gemm/IQ3_XXS/gemm/avx512/4096` 285–296 against 319–325.
-const LANES16_R_ZEN5: usize = 8;
+/// `token_lanes::run`), in 26 of the 32 registers (three a row: group sum, block sum, float
+/// accumulator). The tile is bound by the activation bytes it streams from L2 (a group's
+/// repacked block is 4.7 KiB, a row's decoded block 292 bytes), which twice the rows halve.
+/// Criterion (`expert/IQ3_XXS/gemm/avx512`, 512 × 2048, one core, G products/s), 4 rows
+/// against 8: Zen 5 (twenty-ninth session, two rounds) 10 tokens 159–169 against 176–179,
+/// 16 tokens 244–261 against 269–277, 64 tokens 285–307 against 327–331; Intel Xeon family 6
+/// model 207 (thirty-first session, `tuning/` at the time, alternating builds) 16 tokens 104
+/// against 124–125, 32 tokens 117 against 142–145, 64 tokens 124 against 158–161.
+const LANES16_R: usize = 8;
 
 /// A per-pair IQ3_XXS lattice tile (`avx512.rs`, `avx2.rs`) as [`PairChain`] uses it.
 pub(super) trait LatticeTile: Tile<W = BlockIQ3_XXS, A = BlockQ8_K> {

@@ -11,9 +11,8 @@
 //! broadcast load puts into every lane pair, and the activations repeat each token in two
 //! adjacent lanes.
 //!
-//! A *row quad* ([`Quads4`]) does the same with four rows and 4 tokens a register (lane
-//! `4t + s`), for the jobs of 9 to 48 tokens whose last group of 16 would be at most three
-//! quarters full (`token_lanes::quads_win`). Both are [`Sides`], `S` rows side by side.
+//! The pair is [`Sides`] with `S` = 2 rows side by side; four (a row quad, lane `4t + s`)
+//! lost to 16 tokens in the lanes of 8-row tiles on Intel Xeon and Zen 5 (`iq3_xxs_vbmi.rs`).
 //!
 //! The decoded dwords are in the decoder's slot order ([`BlockDecode::slot`]), which the
 //! activations' repacking follows.
@@ -63,9 +62,6 @@ pub(super) struct Sides<D, const S: usize>(PhantomData<D>);
 
 /// A row pair and 8 tokens a register: 4 to 8 tokens.
 pub(super) type Pairs8<D> = Sides<D, 2>;
-
-/// A row quad and 4 tokens a register: 9 to 12 tokens and the like (`token_lanes::quads_win`).
-pub(super) type Quads4<D> = Sides<D, 4>;
 
 impl<D: BlockDecode, const S: usize> TokenLanes for Sides<D, S> {
     type W = BlockIQ3_XXS;

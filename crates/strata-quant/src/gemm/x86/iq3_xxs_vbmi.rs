@@ -6,8 +6,8 @@
 //!   decoded once for every token of the batch and each token prepared once.
 //! - **More** (prefill; a routed expert's 4 to ~150 tokens): the tokens-in-lanes kernels with
 //!   the same decode ([`Permutes`], its points left in the order the lookups give them): 16
-//!   tokens in the lanes (`iq3_xxs_lanes.rs`), to 8 tokens a row pair and 8 tokens, and row
-//!   quads where they fill the registers better (`iq3_xxs_pairs.rs`). The table decode's
+//!   tokens in the lanes (`iq3_xxs_lanes.rs`), and to 8 tokens (a job's, or those after its
+//!   last whole group of 16) a row pair and 8 tokens (`iq3_xxs_pairs.rs`). The table decode's
 //!   lookups of eight points at a time were most of the lanes' cost where a row's decoded
 //!   blocks meet few tokens: criterion
 //!   (`expert/IQ3_XXS/gemm/avx512`, Intel Xeon, one core) 16 tokens 102 → 122–125 G
@@ -19,9 +19,8 @@ use std::arch::x86_64::*;
 
 use super::super::tile::{run, Job, Tile};
 use super::iq3_xxs_lanes::{lanes16, BlockDecode, BIAS};
-use super::iq3_xxs_pairs::{Pairs8, Quads4};
+use super::iq3_xxs_pairs::Pairs8;
 use super::token_lanes::{self, TokenLanes};
-use super::tuning::{tuning, Tuning};
 use crate::dot::x86::avx512::iq3_xxs::{self as kernel, Dec, Prep};
 use crate::iq3::BlockIQ3_XXS;
 use crate::q8_k::BlockQ8_K;
@@ -37,11 +36,10 @@ pub(super) use kernel::available;
 /// against 32–33.
 pub(super) const PAIRS_MIN: usize = 4;
 
-/// `job`: [`Vbmi`] below [`PAIRS_MIN`] tokens (one included), [`Pairs8`] to 8 tokens, row
-/// quads ([`Quads4`]) where [`token_lanes::quads_win`] (not on Zen 5: `tuning.rs`), else 16
-/// tokens in the lanes, with a last partial group of fewer than [`PAIRS_MIN`] tokens through
-/// [`Vbmi`] (from there a partial group in the lanes costs its products only, about what
-/// [`Pairs8`] would cost with its decoding again; on Zen 5 fewer than 9 through [`Pairs8`]).
+/// `job`: [`Vbmi`] below [`PAIRS_MIN`] tokens (one included), [`Pairs8`] to 8 tokens, else
+/// 16 tokens in the lanes, the tokens after the last whole group of 16 (up to 8 of them)
+/// again through these few-token routes. The same routes on every CPU (Intel Xeon and Zen 5
+/// measured).
 ///
 /// # Safety
 /// AVX-512 F, BW, VL, VNNI, VBMI and BITALG, AVX2, FMA and F16C are available; `gemm` checked
@@ -57,24 +55,16 @@ pub(super) unsafe fn gemm(job: Job<'_>) -> bool {
         token_lanes::run::<Pairs8<Permutes>, 4>(job);
         return true;
     }
-    // Criterion on an Intel Xeon (`expert/IQ3_XXS/gemm/avx512`, 512 × 2048, one core, G
-    // products/s, two rounds): 20 tokens 111–112 against 91–95 (16 in the lanes and a Vbmi
-    // tail); 40 tokens even (129–140 against 131–135), 52 tokens 146 against 137. 10 and 12
-    // tokens measured even while the decode set the pace (76, 90); with the decode in slot
-    // order 10 tokens 86–88 against 75–82, 12 tokens 100–105 against 95–98.
-    let zen5 = tuning() == Tuning::Zen5;
-    if !zen5 && token_lanes::quads_win(job.n_tok) {
-        token_lanes::run::<Quads4<Permutes>, QUADS_R>(job);
-        return true;
-    }
-    // On Zen 5 the tokens after the last whole group of 16 go through [`Pairs8`] from 4 to 8
-    // (criterion as in `tuning.rs`: 20 tokens 184–193 → 198–201, 24 tokens 220–236 → 236–241,
-    // 40 tokens 251–261 → 265–271).
-    let tails = if zen5 {
-        1..Pairs8::<Permutes>::LANES + 1
-    } else {
-        1..PAIRS_MIN
-    };
+    // The tokens after the last whole group of 16 go through [`Pairs8`] from 4 to 8, through
+    // [`Vbmi`] below. Row quads (`Quads4`, 4 rows and 4 tokens a register) lost to this
+    // wherever the 8-row tile ran: criterion (`expert/IQ3_XXS/gemm/avx512`, 512 × 2048, one
+    // core, G products/s, two rounds) on Intel Xeon family 6 model 207, quads against this:
+    // 10 tokens 70–79 against 78–79, 12 tokens 83–94 against 94–96, 17 tokens 82–84 against
+    // 92–93, 33 tokens 100–101 against 120–122, 40 tokens 106–125 against 123–126; they won
+    // only at 19 and 20 tokens (93–97 against 86–87). On Zen 5 (twenty-third session) 20
+    // tokens 184–193 → 198–201, 24 tokens 220–236 → 236–241, 40 tokens 251–261 → 265–271 with
+    // these tails, against 16 in the lanes and a [`Vbmi`] tail.
+    let tails = 1..Pairs8::<Permutes>::LANES + 1;
     if let Some(tail) = lanes16::<Permutes>(job, tails) {
         // Fewer than 9 tokens: the few-token branches above, which write every entry.
         let written = gemm(tail);
@@ -82,9 +72,6 @@ pub(super) unsafe fn gemm(job: Job<'_>) -> bool {
     }
     true
 }
-
-/// Row quads per decoded group ([`Quads4`]).
-const QUADS_R: usize = 4;
 
 /// The tokens-in-lanes kernels' block decode with byte permutes: [`kernel::decode`]'s points
 /// (register `p` = byte `p` of the 64 points) given their signs and bias, kept in that order:

@@ -19,7 +19,6 @@ mod paired_lattice;
 mod reduce;
 mod row_quad;
 mod token_lanes;
-pub(crate) mod tuning;
 
 use super::tile::Job;
 use crate::dot::x86::{AvxVnni, AvxVnniEvex, Madd};
