@@ -99,7 +99,7 @@ pub(super) unsafe fn lanes16<D: BlockDecode>(
 /// Criterion (`expert/IQ3_XXS/gemm/avx512`, 512 × 2048, one core, G products/s), 4 rows
 /// against 8: Zen 5 (twenty-ninth session, two rounds) 10 tokens 159–169 against 176–179,
 /// 16 tokens 244–261 against 269–277, 64 tokens 285–307 against 327–331; Intel Xeon family 6
-/// model 207 (thirty-first session, `tuning/` at the time, alternating builds) 16 tokens 104
+/// model 207 (thirty-first session, one round a build, 3 builds) 16 tokens 104
 /// against 124–125, 32 tokens 117 against 142–145, 64 tokens 124 against 158–161.
 const LANES16_R: usize = 8;
 
