@@ -153,8 +153,8 @@ pub(super) fn quads_win(n_tok: usize) -> bool {
 /// Most tokens a job takes row quads for: past it the repeated activations cost more than
 /// the emptier lanes (criterion `expert/…/gemm/avx512`, Intel Xeon, 512 × 2048, one core, G
 /// products/s; 52 tokens: Q5_0 137 against 158 in the lanes, IQ4_NL 137 against 163; 40
-/// tokens: Q5_0 146–151 against 140–146, IQ4_NL 151–154 against 142–144). IQ3_XXS, whose
-/// decode weighs more, still gained at 52 (146 against 137); one rule serves both.
+/// tokens: Q5_0 146–151 against 140–146, IQ4_NL 151–154 against 142–144). Only the
+/// block-order formats take quads: IQ3_XXS's lost to its 8-row lanes (`iq3_xxs_vbmi.rs`).
 const QUADS_MAX: usize = 48;
 
 /// Lane `l`'s token in a group whose tokens each take `side` adjacent lanes (1, 2 or 4).
