@@ -10,10 +10,11 @@
 //!   signed bytes and biased to unsigned (`w + 64`, 2..=126); the activations are repacked so
 //!   one register holds 4 bytes of each of 16 tokens. A broadcast weight dword meets them in one
 //!   `vpdpbusd` (64 products); eight give a group of 32's sums for 16 tokens, started from
-//!   `-64 Σ y` (made with the repacking), and one `vpmulld` by the group's odd multiplier adds
-//!   them to the block sum. 64 `vpdpbusd` and 8 `vpmulld` a block against the per-pair
-//!   kernel's 8 `vpmaddubsw` + `vpdpwssd` pairs for 16 × fewer products: the shape of
-//!   llama.cpp's VNNI micro-kernels (weights unpacked to int8, tokens in lanes).
+//!   `-64 Σ y` (made with the repacking), and the group's odd multiplier, split in two i16
+//!   words as the sum is, adds them to the block sum in one `vpdpwssd`. 64 `vpdpbusd` and 8
+//!   `vpdpwssd` a block against the per-pair kernel's 8 `vpmaddubsw` + `vpdpwssd` pairs for
+//!   16 × fewer products: the shape of llama.cpp's VNNI micro-kernels (weights unpacked to
+//!   int8, tokens in lanes).
 //! - **One (row, token) chain** ([`PairChain`]; 2 to 5 tokens: decoding
 //!   sequences, small experts): the per-pair lattice tile's decode and step (`avx512.rs`,
 //!   `avx2.rs`), four blocks a step, their lanes reduced together to the four block sums, whose
@@ -219,7 +220,7 @@ impl<L: LatticeTile> Tile for PairChain<L> {
 
 /// One decoded block of one row: the 256 weights biased to unsigned (`w + 64`) as 64 dwords
 /// (4 bytes each, in the decoder's slot order: [`BlockDecode::slot`]), the 8 groups' odd
-/// multipliers `2 s + 1`, and `d_x`.
+/// multipliers `2 s + 1` as [`word_pair`]s, and `d_x`.
 #[derive(Clone, Copy)]
 #[repr(C)]
 pub(super) struct RowBlock {
@@ -260,8 +261,11 @@ pub(super) trait LaneOps {
     /// `acc + Σ_{k<4} a[4i+k] · b[4i+k]` per i32 lane, `a` unsigned, `b` signed (`vpdpbusd`).
     unsafe fn dot_u8i8(acc: Self::I, a: Self::I, b: Self::I) -> Self::I;
     unsafe fn add_i(a: Self::I, b: Self::I) -> Self::I;
-    /// Low 32 bits of the products (`vpmulld`).
-    unsafe fn mul_i(a: Self::I, b: Self::I) -> Self::I;
+    /// `acc + t · m` per i32 lane, exact for `|t| < 2²³` and `m` a [`word_pair`]: `t`'s low
+    /// byte and the 16 bits above it ([`SPLIT`]) meet the pair's two words in one `vpdpwssd`.
+    /// On Intel `vpmulld` is two micro-ops with 10 cycles' latency; a shuffle and a
+    /// `vpdpwssd` are two with 6, and the add comes with them.
+    unsafe fn add_multiple(acc: Self::I, t: Self::I, m: Self::I) -> Self::I;
     unsafe fn to_f(a: Self::I) -> Self::F;
     unsafe fn add_f(a: Self::F, b: Self::F) -> Self::F;
     unsafe fn mul_f(a: Self::F, b: Self::F) -> Self::F;
@@ -291,8 +295,9 @@ impl LaneOps for Zmm {
         _mm512_add_epi32(a, b)
     }
     #[inline(always)]
-    unsafe fn mul_i(a: __m512i, b: __m512i) -> __m512i {
-        _mm512_mullo_epi32(a, b)
+    unsafe fn add_multiple(acc: __m512i, t: __m512i, m: __m512i) -> __m512i {
+        let split = _mm512_broadcast_i32x4(_mm_loadu_si128(SPLIT.as_ptr().cast()));
+        _mm512_dpwssd_epi32(acc, _mm512_shuffle_epi8(t, split), m)
     }
     #[inline(always)]
     unsafe fn to_f(a: __m512i) -> __m512 {
@@ -331,8 +336,9 @@ impl<M: IntDot> LaneOps for Ymm<M> {
         _mm256_add_epi32(a, b)
     }
     #[inline(always)]
-    unsafe fn mul_i(a: __m256i, b: __m256i) -> __m256i {
-        _mm256_mullo_epi32(a, b)
+    unsafe fn add_multiple(acc: __m256i, t: __m256i, m: __m256i) -> __m256i {
+        let split = _mm256_broadcastsi128_si256(_mm_loadu_si128(SPLIT.as_ptr().cast()));
+        M::madd_i16(acc, _mm256_shuffle_epi8(t, split), m)
     }
     #[inline(always)]
     unsafe fn to_f(a: __m256i) -> __m256 {
@@ -354,7 +360,7 @@ impl<M: IntDot> LaneOps for Ymm<M> {
 pub(super) trait Spread<V: LaneOps> {
     /// Dword `k` of the biased weights.
     unsafe fn q(&self, k: usize) -> V::I;
-    /// Group `g`'s odd multiplier.
+    /// Group `g`'s odd multiplier as a [`word_pair`].
     unsafe fn ls(&self, g: usize) -> V::I;
     /// `d_x`.
     unsafe fn d(&self) -> V::F;
@@ -379,8 +385,13 @@ impl<V: LaneOps> Spread<V> for RowBlock {
 /// [`Lanes16`], [`Lanes8`] and the row pairs'), decoded by `D`. Per block: for each group,
 /// eight `vpdpbusd` from `neg` per row (its slots in `D`'s order: exact i32 sums, so any
 /// order gives the same bits), each activation register loaded once for the `R` rows; the
-/// group's multiplier; then the block's term `(d_x · d_y) · block`, added in block order; at
-/// the end times 1/4.
+/// group's multiplier ([`LaneOps::add_multiple`]); then the block's term
+/// `(d_x · d_y) · block`, added in block order; at the end times 1/4.
+///
+/// Criterion on Intel Xeon family 6 model 207 (`expert/IQ3_XXS/gemm`, 512 × 2048, one core,
+/// G products/s, two rounds), `vpmulld` and one chain a row against [`LaneOps::add_multiple`]
+/// and two: AVX-512 10 tokens 80 → 87–88, 16 tokens 126 → 135–136, 32 tokens 149 → 166–167,
+/// 64 tokens 165 → 177–187; AVX-VNNI 16 tokens 64–66 → 71, 64 tokens 93–94 → 107–109.
 ///
 /// # Safety
 /// `V`'s instructions are available; `rows` holds `R · nb` blocks, `acts` `nb`.
@@ -396,16 +407,23 @@ pub(super) unsafe fn lanes_tile<V: LaneOps, B: Spread<V>, D: BlockDecode, const 
         let row = rows.add(b * R);
         let mut sum = [V::splat_i(0); R];
         for g in 0..8 {
+            // Even and odd dwords in two chains: eight dependent `vpdpbusd` a row (5 cycles
+            // each) would wait on each other.
             let mut t = [act.neg[g]; R];
-            for j in 0..8 {
-                let k = D::slot(g, j);
-                let y = act.q[k];
+            let mut odd = [V::splat_i(0); R];
+            for j in (0..8).step_by(2) {
+                let (k, k_odd) = (D::slot(g, j), D::slot(g, j + 1));
+                let (y, y_odd) = (act.q[k], act.q[k_odd]);
                 for (i, t) in t.iter_mut().enumerate() {
                     *t = V::dot_u8i8(*t, (*row.add(i)).q(k), y);
                 }
+                for (i, odd) in odd.iter_mut().enumerate() {
+                    *odd = V::dot_u8i8(*odd, (*row.add(i)).q(k_odd), y_odd);
+                }
             }
-            for (i, (sum, t)) in sum.iter_mut().zip(t).enumerate() {
-                *sum = V::add_i(*sum, V::mul_i(t, (*row.add(i)).ls(g)));
+            for (i, sum) in sum.iter_mut().enumerate() {
+                let t = V::add_i(t[i], odd[i]);
+                *sum = V::add_multiple(*sum, t, (*row.add(i)).ls(g));
             }
         }
         for (i, (acc, sum)) in acc.iter_mut().zip(sum).enumerate() {
@@ -423,6 +441,19 @@ pub(super) unsafe fn lanes_tile<V: LaneOps, B: Spread<V>, D: BlockDecode, const 
 
 /// The bias that makes a signed lattice weight (|w| <= 62) an unsigned byte.
 pub(super) const BIAS: i8 = 64;
+
+/// [`LaneOps::add_multiple`]'s shuffle of each 128 bits: i32 lane `t` (bytes `b0..b4`) to the
+/// i16 pair `[b0 as u8, (b1, b2)]`, its low byte (0..=255) and `t >> 8` (bits 8..24, exact as
+/// i16 for `|t| < 2²³`), so that `t = 256 · high + low`. A group's sum is at most
+/// 32 · 62 · 127 < 2¹⁸ in magnitude.
+const SPLIT: [i8; 16] = [0, -128, 1, 2, 4, -128, 5, 6, 8, -128, 9, 10, 12, -128, 13, 14];
+
+/// A group's odd multiplier `m` (1..=31) as the i16 pair `[m, 256 m]` that
+/// [`LaneOps::add_multiple`] meets [`SPLIT`]'s pair with: `low · m + high · 256 m = t · m`.
+#[inline(always)]
+pub(super) fn word_pair(m: i32) -> i32 {
+    m | (m << 24)
+}
 
 /// How the tokens-in-lanes kernels decode a weight block, and in which order its dwords lie.
 pub(super) trait BlockDecode {
@@ -494,7 +525,9 @@ impl<M: IntDot> BlockDecode for Lookup<M> {
 unsafe fn decode_row<D: BlockDecode>(row: &[BlockIQ3_XXS], dst: *mut RowBlock, stride: usize) {
     for (b, x) in row.iter().enumerate() {
         let out = &mut *dst.add(b * stride);
-        (out.ls, out.d) = D::decode(x, &mut out.q);
+        let ls;
+        (ls, out.d) = D::decode(x, &mut out.q);
+        out.ls = ls.map(word_pair);
     }
 }
 

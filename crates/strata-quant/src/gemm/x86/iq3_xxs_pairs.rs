@@ -35,7 +35,8 @@ pub(super) struct SideBlock<const S: usize> {
     /// The 64 dwords of biased weights (4 bytes each, in the decoder's slot order) of the `S`
     /// rows.
     q: [[i32; S]; 64],
-    /// The 8 groups' odd multipliers `2 s + 1` of the `S` rows.
+    /// The 8 groups' odd multipliers `2 s + 1` of the `S` rows, as
+    /// [`word_pair`](super::iq3_xxs_lanes::word_pair)s.
     ls: [[i32; S]; 8],
     /// `d_x` of the `S` rows.
     d: [f32; S],
@@ -101,7 +102,10 @@ impl<D: BlockDecode, const S: usize> TokenLanes for Sides<D, S> {
             for s in 0..S {
                 let l;
                 (l, out.d[s]) = D::decode(&rows[s][b], &mut q[s]);
-                ls[s] = _mm512_castsi256_si512(_mm256_loadu_si256(l.as_ptr().cast()));
+                let l = _mm256_loadu_si256(l.as_ptr().cast());
+                // `word_pair` of each.
+                let l = _mm256_or_si256(l, _mm256_slli_epi32::<24>(l));
+                ls[s] = _mm512_castsi256_si512(l);
             }
             let ls = interleave_rows::<S>(&ls);
             for r in 0..S / 2 {
