@@ -446,7 +446,9 @@ pub(super) const BIAS: i8 = 64;
 /// i16 pair `[b0 as u8, (b1, b2)]`, its low byte (0..=255) and `t >> 8` (bits 8..24, exact as
 /// i16 for `|t| < 2²³`), so that `t = 256 · high + low`. A group's sum is at most
 /// 32 · 62 · 127 < 2¹⁸ in magnitude.
-const SPLIT: [i8; 16] = [0, -128, 1, 2, 4, -128, 5, 6, 8, -128, 9, 10, 12, -128, 13, 14];
+const SPLIT: [i8; 16] = [
+    0, -128, 1, 2, 4, -128, 5, 6, 8, -128, 9, 10, 12, -128, 13, 14,
+];
 
 /// A group's odd multiplier `m` (1..=31) as the i16 pair `[m, 256 m]` that
 /// [`LaneOps::add_multiple`] meets [`SPLIT`]'s pair with: `low · m + high · 256 m = t · m`.
