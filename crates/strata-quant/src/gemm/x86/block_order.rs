@@ -8,9 +8,10 @@
 //! - **Tokens in lanes** ([`Lanes16`], from 9 tokens: prefill). The
 //!   activations are repacked so one register holds 4 bytes of each of 16 tokens; a dword of 4
 //!   weight bytes biased to unsigned (`x + OFFSET`, as `vec_dot` takes them), broadcast, meets
-//!   them in one `vpdpbusd`, 64 products. Eight of those give a block's 16 sums, started from
-//!   `-OFFSET Σ y` (made with the repacking), and one convert, two multiplies and one add
-//!   scale them for all 16 tokens: 12 instructions per 512 products, where a per-pair kernel
+//!   them in one `vpdpbusd`, 64 products. Eight of those, in two chains of four (one started
+//!   from `-OFFSET Σ y`, made with the repacking) joined by one add, give a block's 16 sums,
+//!   and one convert, two multiplies and one add scale them for all 16 tokens: 13
+//!   instructions per 512 products, where a per-pair kernel
 //!   spends 16 (`vpdpbusd`, multiply, convert, FMA per 64). The same layout as llama.cpp's
 //!   `tinyBLAS` VNNI micro-kernels.
 //! - **A row pair in lanes** (`block_order_pairs.rs`, 6 to 8 tokens: a routed expert's
@@ -492,11 +493,12 @@ impl Spread for RowBlock {
 }
 
 /// `R` decoded row blocks × one group of tokens over `nb` blocks: per (row, block) eight
-/// `vpdpbusd` from `neg`, then the block's term for the lanes. Each activation register is
-/// loaded once for the `R` rows, and a row's even and odd dwords go in two chains (the sums
-/// are exact in i32, so in any order): eight dependent `vpdpbusd` (5 cycles each on Intel)
-/// would wait on each other. Criterion on Intel Xeon family 6 model 207 (`expert/*/gemm/avx512`,
-/// one core, G products/s, two rounds), a row's eight in one chain → this: IQ4_NL 6 tokens
+/// `vpdpbusd`, four from `neg` and four from zero, then the block's term for the lanes. Each
+/// activation register is loaded once for the `R` rows, and a row's even and odd dwords go in
+/// two chains (the sums are exact in i32, so in any order): with `vpdpbusd`'s 5 cycles of
+/// latency and two issued a cycle (Intel Sapphire Rapids, uops.info), `R` chains of eight
+/// would leave the ports idle. Criterion on Intel Xeon family 6 model 207
+/// (`expert/*/gemm/avx512`, 512 × 2048, one core, G products/s, two rounds), a row's eight in one chain → this: IQ4_NL 6 tokens
 /// 63–64 → 68–70, 10 tokens 72–73 → 73–76, 64 tokens 167–171 → 186–190; Q5_0 16 tokens 147–148
 /// → 158, 64 tokens 194–201 → 218; Q8_0 64 tokens 197 → 214–216.
 ///

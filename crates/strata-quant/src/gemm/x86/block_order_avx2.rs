@@ -9,7 +9,8 @@
 //!   each of 8 tokens; a row's block is decoded once to 8 dwords of 4 weight bytes, each
 //!   broadcast against one such register. Per (row, block), 256 products for 8 tokens:
 //!   - biased weights (`x + OFFSET`, unsigned), from `-OFFSET Σ y` (made with the repacking):
-//!     with VNNI 8 `vpdpbusd`; on plain AVX2 8 `vpmaddubsw` whose 16-bit pair sums are added
+//!     with VNNI 8 `vpdpbusd` in two chains of four joined by one add; on plain AVX2 8
+//!     `vpmaddubsw` whose 16-bit pair sums are added
 //!     in 16 bits while exact (8 registers for Q4_0, 4 for Q5_0) before one `vpmaddwd`;
 //!   - on plain AVX2, Q8_0 and IQ4_NL (whose biased pairs would saturate 16 bits): the sign
 //!     trick, `|x|` against `y` with `x`'s sign, `vpsignb` + `vpmaddubsw` + `vpmaddwd` + add
@@ -310,7 +311,8 @@ impl<X: Signed + crate::Block, M: IntDot> TokenLanes for Lanes8<X, M> {
         }
     }
 
-    /// Per (row, block): [`block_sums`], then the block's term for 8 tokens.
+    /// With VNNI [`vnni_tile`]; on plain AVX2 per (row, block) [`block_sums`], then the block's
+    /// term for 8 tokens.
     #[inline(always)]
     unsafe fn tile<const R: usize>(
         rows: *const RowBlock,
@@ -336,11 +338,15 @@ impl<X: Signed + crate::Block, M: IntDot> TokenLanes for Lanes8<X, M> {
 
 /// [`Lanes8`]'s tile with VNNI (always the biased form there): the rows' sums from `neg` as
 /// [`block_sums`] makes them, but each activation register loaded once for the `R` rows and a
-/// row's even and odd dwords in two chains (exact i32 sums, so the same in any order): eight
-/// dependent `vpdpbusd` (5 cycles each on Intel) would wait on each other. Criterion on Intel
-/// Xeon family 6 model 207 (`expert/*/gemm/avxvnni`, one core, G products/s, two rounds), a
+/// row's even and odd dwords in two chains (exact i32 sums, so the same in any order): with
+/// `vpdpbusd`'s 5 cycles of latency (Intel, uops.info), `R` chains of eight would leave the
+/// ports idle. Criterion on Intel Xeon family 6 model 207 (`expert/*/gemm/avxvnni`, 512 ×
+/// 2048, one core, G products/s, two rounds), a
 /// row's eight in one chain → this: IQ4_NL 6 tokens 71 → 77–78, 16 tokens 108 → 119–120, 64
 /// tokens 124 → 139; Q5_0 16 tokens 101–103 → 113, 64 tokens 122 → 136–137.
+///
+/// # Safety
+/// As for [`gemm`]; `rows` holds `R · nb` row blocks (block-major), `acts` `nb` blocks.
 #[inline(always)]
 unsafe fn vnni_tile<M: IntDot, const R: usize>(
     rows: *const RowBlock,
@@ -385,7 +391,9 @@ unsafe fn block_sums<X: Signed, M: IntDot>(row: &RowBlock, act: &ActBlock) -> __
         }
         return s;
     }
-    // Σ (x + OFFSET) y - OFFSET Σ y.
+    // Σ (x + OFFSET) y - OFFSET Σ y, in `vpmaddubsw` pair sums: plain AVX2 only (the biased
+    // form with VNNI is `vnni_tile`'s).
+    debug_assert!(M::SATURATES);
     let mut s = act.neg;
     let group = i16_group(X::BIASED_MAX);
     let mut k = 0;

@@ -94,8 +94,9 @@ pub(super) unsafe fn lanes16<D: BlockDecode>(
 }
 
 /// Rows a [`Lanes16`] tile meets each loaded activation register with (`R` of
-/// `token_lanes::run`), in 26 of the 32 registers (three a row: group sum, block sum, float
-/// accumulator). The tile is bound by the activation bytes it streams from L2 (a group's
+/// `token_lanes::run`). With a row's odd dwords in a second chain (thirty-second session) a
+/// row holds four registers (two group sums, block sum, float accumulator), 32 in all, so a
+/// few spill; 4 rows against 8 was measured before that change, not since. The tile is bound by the activation bytes it streams from L2 (a group's
 /// repacked block is 4.7 KiB, a row's decoded block 292 bytes), which twice the rows halve.
 /// Criterion (`expert/IQ3_XXS/gemm/avx512`, 512 × 2048, one core, G products/s), 4 rows
 /// against 8: Zen 5 (twenty-ninth session, two rounds) 10 tokens 159–169 against 176–179,
@@ -263,8 +264,8 @@ pub(super) trait LaneOps {
     unsafe fn add_i(a: Self::I, b: Self::I) -> Self::I;
     /// `acc + t · m` per i32 lane, exact for `|t| < 2²³` and `m` a [`word_pair`]: `t`'s low
     /// byte and the 16 bits above it ([`SPLIT`]) meet the pair's two words in one `vpdpwssd`.
-    /// On Intel `vpmulld` is two micro-ops with 10 cycles' latency; a shuffle and a
-    /// `vpdpwssd` are two with 6, and the add comes with them.
+    /// On Intel Sapphire Rapids (uops.info) `vpmulld` zmm is two micro-ops with 10 cycles'
+    /// latency; a shuffle and a `vpdpwssd` are two with 6, and the add comes with them.
     unsafe fn add_multiple(acc: Self::I, t: Self::I, m: Self::I) -> Self::I;
     unsafe fn to_f(a: Self::I) -> Self::F;
     unsafe fn add_f(a: Self::F, b: Self::F) -> Self::F;
@@ -383,8 +384,9 @@ impl<V: LaneOps> Spread<V> for RowBlock {
 
 /// `R` decoded row blocks × one token group over `nb` blocks (the [`TokenLanes::tile`] of
 /// [`Lanes16`], [`Lanes8`] and the row pairs'), decoded by `D`. Per block: for each group,
-/// eight `vpdpbusd` from `neg` per row (its slots in `D`'s order: exact i32 sums, so any
-/// order gives the same bits), each activation register loaded once for the `R` rows; the
+/// eight `vpdpbusd` per row, four from `neg` and four from zero in two chains added at the
+/// end (its slots in `D`'s order: exact i32 sums, so any order gives the same bits), each
+/// activation register loaded once for the `R` rows; the
 /// group's multiplier ([`LaneOps::add_multiple`]); then the block's term
 /// `(d_x · d_y) · block`, added in block order; at the end times 1/4.
 ///
