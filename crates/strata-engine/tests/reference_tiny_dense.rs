@@ -8,7 +8,8 @@
 //! max |Δlogit| ≤ 2e-3 (F32), 1e-2 (F16) or 1e-1 (BF16, whose activations are rounded to bf16,
 //! with some position within 1e-4) over the whole vocabulary; for Q8_0 / Q4_K_M the same top-1
 //! wherever llama.cpp's top-2 margin > 0.5. Greedy 16-token continuations are identical for
-//! F32/F16. The prompts (27 and 6 tokens) plus continuations run past the window.
+//! F32/F16 up to the first step whose llama.cpp margin is within twice the logit bound. The
+//! prompts (27 and 6 tokens) plus continuations run past the window.
 
 mod common;
 

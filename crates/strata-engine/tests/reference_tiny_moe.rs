@@ -5,7 +5,8 @@
 //! For every prompt position: max |Δlogit| ≤ 2e-3 (F32), 1e-2 (F16) or 1e-1 (BF16, whose
 //! activations are rounded to bf16, with some position within 1e-4; see `common::tiny::check`)
 //! over the whole vocabulary; for quantized types the same top-1 wherever llama.cpp's top-2
-//! margin > 0.5. Greedy 16-token continuations are identical for F32/F16; for BF16 and
+//! margin > 0.5. Greedy 16-token continuations are identical for F32/F16 up to the first step
+//! whose llama.cpp margin is within twice the logit bound; for BF16 and
 //! quantized types every token we choose is within 0.5 logits of llama.cpp's best, up to
 //! llama.cpp's first near-tie.
 

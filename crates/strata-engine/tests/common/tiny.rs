@@ -83,8 +83,16 @@ pub fn decode_b64_f32(s: &str) -> Vec<f32> {
 
 /// Checks `<model_name>-<ty>` against `tests/data/tiny_refs/<model_name>-<ty>.json`: full-row
 /// max |Δlogit| ≤ 2e-3 (F32) / 1e-2 (F16) / 1e-1 (BF16); same top-1 wherever llama.cpp's top-2
-/// margin > [`NEAR_TIE`]; greedy continuations identical (F32/F16) or within [`NEAR_TIE`] of
-/// llama.cpp's best up to its first near-tie (BF16 and quantized types).
+/// margin > [`NEAR_TIE`]; greedy continuations identical (F32/F16) up to the first step whose
+/// top-2 margin in llama.cpp is within twice the logit bound (a flip that the bound itself
+/// allows), or within [`NEAR_TIE`] of llama.cpp's best up to its first near-tie (BF16 and
+/// quantized types).
+///
+/// F16: llama.cpp's own F16 logits move by up to 8.3e-3 between CPUs (llama-cpp-python 0.3.36
+/// built for AVX2 on a Zen 3 against the build that wrote the references, llama-tiny),
+/// so a greedy step whose margin is below that is decided by rounding, not by the model: on
+/// that Zen 3, "fn main() {" step 1 has margins 0.0070 (the references) and 0.0018 (its own
+/// llama.cpp).
 ///
 /// BF16: every matmul rounds its input to bf16 (ggml's `vec_dot_type` of BF16), so a last-bit
 /// f32 difference upstream that crosses a rounding boundary moves that input by a bf16 step
@@ -214,7 +222,17 @@ pub fn check_tol(model_name: &str, ty: &str, tol: f32) {
             case.greedy.tokens.len()
         );
         if full {
-            assert_eq!(agreed, case.greedy.tokens.len(), "greedy tokens differ");
+            let first_flip = case
+                .greedy
+                .steps
+                .iter()
+                .position(|st| st.logits[0] - st.logits[1] <= 2.0 * tol)
+                .unwrap_or(case.greedy.steps.len());
+            assert!(
+                agreed >= first_flip,
+                "greedy tokens differ at {agreed}, before llama.cpp's first margin within \
+                 2 × {tol:e} (step {first_flip})"
+            );
         } else {
             assert!(
                 agreed >= first_tie,
