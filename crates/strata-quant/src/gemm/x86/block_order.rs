@@ -498,9 +498,10 @@ impl Spread for RowBlock {
 /// two chains (the sums are exact in i32, so in any order): with `vpdpbusd`'s 5 cycles of
 /// latency and two issued a cycle (Intel Sapphire Rapids, uops.info), `R` chains of eight
 /// would leave the ports idle. Criterion on Intel Xeon family 6 model 207
-/// (`expert/*/gemm/avx512`, 512 × 2048, one core, G products/s, two rounds), a row's eight in one chain → this: IQ4_NL 6 tokens
-/// 63–64 → 68–70, 10 tokens 72–73 → 73–76, 64 tokens 167–171 → 186–190; Q5_0 16 tokens 147–148
-/// → 158, 64 tokens 194–201 → 218; Q8_0 64 tokens 197 → 214–216.
+/// (`expert/*/gemm/avx512`, 512 × 2048, one core, G products/s, two rounds), a row's eight
+/// in one chain → this: IQ4_NL 6 tokens 63–64 → 68–70, 10 tokens 72–73 → 73–76, 64 tokens
+/// 167–171 → 186–190; Q5_0 16 tokens 147–148 → 158, 64 tokens 194–201 → 218; Q8_0 64 tokens
+/// 197 → 214–216.
 ///
 /// # Safety
 /// As for [`gemm`]; `rows` holds `R · nb` blocks, `acts` `nb`.

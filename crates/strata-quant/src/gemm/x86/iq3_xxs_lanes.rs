@@ -96,8 +96,9 @@ pub(super) unsafe fn lanes16<D: BlockDecode>(
 /// Rows a [`Lanes16`] tile meets each loaded activation register with (`R` of
 /// `token_lanes::run`). With a row's odd dwords in a second chain (thirty-second session) a
 /// row holds four registers (two group sums, block sum, float accumulator), 32 in all, so a
-/// few spill; 4 rows against 8 was measured before that change, not since. The tile is bound by the activation bytes it streams from L2 (a group's
-/// repacked block is 4.7 KiB, a row's decoded block 292 bytes), which twice the rows halve.
+/// few spill; 4 rows against 8 was measured before that change, not since. The tile is bound
+/// by the activation bytes it streams from L2 (a group's repacked block is 4.7 KiB, a row's
+/// decoded block 292 bytes), which twice the rows halve.
 /// Criterion (`expert/IQ3_XXS/gemm/avx512`, 512 × 2048, one core, G products/s), 4 rows
 /// against 8: Zen 5 (twenty-ninth session, two rounds) 10 tokens 159–169 against 176–179,
 /// 16 tokens 244–261 against 269–277, 64 tokens 285–307 against 327–331; Intel Xeon family 6
@@ -409,8 +410,8 @@ pub(super) unsafe fn lanes_tile<V: LaneOps, B: Spread<V>, D: BlockDecode, const 
         let row = rows.add(b * R);
         let mut sum = [V::splat_i(0); R];
         for g in 0..8 {
-            // Even and odd dwords in two chains: eight dependent `vpdpbusd` a row (5 cycles
-            // each) would wait on each other.
+            // Even and odd dwords in two chains: with `vpdpbusd`'s 5 cycles of latency
+            // (Intel, uops.info), `R` chains of eight would leave the ports idle.
             let mut t = [act.neg[g]; R];
             let mut odd = [V::splat_i(0); R];
             for j in (0..8).step_by(2) {
