@@ -21,18 +21,26 @@
 
 use std::arch::x86_64::*;
 
+/// Blocks per row and per token: 2048 columns, as the expert benches of `benches/gemm.rs`.
 const NB: usize = 8;
 
+/// A decoded weight block or a prepared activation block, as the transposed Q4_K tile holds
+/// them (`q4_k::Dec`, `q4_k::Prep`).
 #[repr(C, align(32))]
 #[derive(Clone, Copy)]
 struct Block {
+    /// The eight quant registers (weights: nibbles 0..=15; activations: i8).
     q: [__m256i; 8],
+    /// Per i32 lane, the scale the lane's sum is multiplied by (`d·sc_s`, or `d_y`).
     scale: __m256,
+    /// Per lane, the minimum term's factor (`dmin·m_s`, or `d_y·bsum_s`).
     min: __m256,
 }
 
+/// One row's (or one token's) blocks.
 type Row = [Block; NB];
 
+/// One pair and block's float part: widen the i16 sums, scale, and two FMAs into `acc`.
 #[inline(always)]
 unsafe fn float_part(acc: __m256, sums: __m256i, w: &Block, a: &Block) -> __m256 {
     let s = _mm256_madd_epi16(sums, _mm256_set1_epi16(1));
@@ -40,7 +48,8 @@ unsafe fn float_part(acc: __m256, sums: __m256i, w: &Block, a: &Block) -> __m256
     _mm256_fnmadd_ps(w.min, a.min, _mm256_fmadd_ps(scaled, a.scale, acc))
 }
 
-/// One register of every pair live at a time (the intrinsic form of `sum8_u8i8_tile`).
+/// Register index `r` of every pair at a time, all `R × T` i16 sums live (the intrinsic form
+/// of `sum8_u8i8_tile`). At 1 × 1 the single accumulator's two FMAs a block bind it.
 #[inline(always)]
 unsafe fn interleaved<const R: usize, const T: usize, const MEM: bool>(
     w: [&Row; R],
@@ -108,6 +117,8 @@ unsafe fn sequential<const T: usize>(w: &Row, a: [&Row; T], out: &mut [__m256; T
     }
 }
 
+/// `reps` times the tile of `FORM` (0: interleaved, 1: interleaved with the accumulators in
+/// memory, 2: sequential, one row only) over rows `w[..R]` and tokens `a[..T]`.
 #[target_feature(enable = "avx2,fma")]
 #[inline(never)]
 unsafe fn repeat<const R: usize, const T: usize, const FORM: u8>(
@@ -116,7 +127,10 @@ unsafe fn repeat<const R: usize, const T: usize, const FORM: u8>(
     a: &[Row; 4],
     out: &mut [[__m256; T]; R],
 ) {
+    assert!(FORM != 2 || R == 1, "the sequential form has one row");
     for _ in 0..reps {
+        // Opaque inputs each time, so that no work is hoisted out of the repetitions.
+        let (w, a) = (std::hint::black_box(w), std::hint::black_box(a));
         let wr: [&Row; R] = std::array::from_fn(|i| &w[i]);
         let ar: [&Row; T] = std::array::from_fn(|j| &a[j]);
         match FORM {
@@ -128,7 +142,7 @@ unsafe fn repeat<const R: usize, const T: usize, const FORM: u8>(
     }
 }
 
-/// `n` times eight dependent `vpaddd` (one cycle each on every x86 core since Haswell).
+/// `n` times eight dependent `vpaddd` (one cycle each on Haswell and later, and on Zen).
 #[target_feature(enable = "avx2")]
 #[inline(never)]
 unsafe fn add_chain(n: usize) {
@@ -159,6 +173,7 @@ fn tsc_per_cycle() -> f64 {
     (unsafe { _rdtsc() } - t) as f64 / (n * 8) as f64
 }
 
+/// Prints the best of five timings of `repeat` in core cycles per pair and block.
 fn measure<const R: usize, const T: usize, const FORM: u8>(
     name: &str,
     w: &[Row; 4],
@@ -177,6 +192,7 @@ fn measure<const R: usize, const T: usize, const FORM: u8>(
     println!("{name:12} {best:6.2} cycles per pair and block");
 }
 
+/// Calibrates the clock, then times every shape.
 fn main() {
     assert!(
         is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
