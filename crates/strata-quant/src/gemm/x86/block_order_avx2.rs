@@ -18,6 +18,13 @@
 //!
 //!   then one convert, two multiplies and one add for the 8 tokens' terms. A per-pair kernel
 //!   converts, scales and adds for every (row, token) block.
+//! - **Row pairs in the lanes** ([`Pairs4`], plain AVX2, where the last group of 8 tokens
+//!   would hold 2 to 4: [`pairs_win`]). Lane `2t + s` holds row `s` of a pair against token
+//!   `t`, so 4 tokens fill a register: each decoded dword holds the two rows' dwords next to
+//!   each other (one broadcast load) and each token fills two adjacent lanes. A routed expert
+//!   in a prefill chunk meets about 10 tokens (512 tokens, 10 of 512 experts): as pairs, 12
+//!   `vpmaddubsw` per row and weight dword where two groups of 8 took 16. Everything else is
+//!   the tokens-in-lanes form's, lane for lane.
 //! - **One row at a time** ([`RowChain`], fewer tokens: decode, small experts). Four blocks a
 //!   step, through the shared tile loop: the blocks' exact sums as `vec_dot` makes them, reduced
 //!   into one register (block `k` in lane `k`), scaled in the lanes and added in block order.
@@ -65,15 +72,19 @@ const fn tails_max<X: Signed, M: IntDot>() -> usize {
     }
 }
 
-/// `job` in block order: one row at a time below [`token_lanes_min`] tokens, tokens in lanes
-/// from there (the tokens after the last whole group of 8 one row at a time too when they
-/// are at most [`tails_max`]: [`token_lanes::split_tail`]). `true`: every entry written (one
-/// token included).
+/// `job` in block order: on plain AVX2 row pairs where [`pairs_win`]; else one row at a time
+/// below [`token_lanes_min`] tokens, tokens in lanes from there (the tokens after the last
+/// whole group of 8 one row at a time too when they are at most [`tails_max`]:
+/// [`token_lanes::split_tail`]). `true`: every entry written (one token included).
 ///
 /// # Safety
 /// AVX2, FMA, F16C and `M`'s instructions are available; `gemm` checked the lengths.
 #[inline(always)]
 pub(super) unsafe fn gemm<X: Signed + crate::Block, M: IntDot>(job: Job<'_>) -> bool {
+    if M::SATURATES && pairs_win(job.n_tok) {
+        token_lanes::run::<Pairs4<X, M>, 4>(job);
+        return true;
+    }
     let min = token_lanes_min::<X, M>();
     if job.n_tok < min {
         return run::<RowChain<X, M>, 1, 4>(job);
@@ -85,6 +96,24 @@ pub(super) unsafe fn gemm<X: Signed + crate::Block, M: IntDot>(job: Job<'_>) -> 
         assert!(written, "RowChain takes one token too");
     }
     true
+}
+
+/// Whether a job of `n_tok` tokens runs wholly as row pairs ([`Pairs4`], 4 tokens a register)
+/// on plain AVX2: from 3 tokens, where the last group of 8 tokens in the lanes would hold 2 to
+/// 4 of them.
+///
+/// A register of the tile costs about the same in either form, and a row pair's decoding a
+/// little more than one row's (criterion, Zen 3, `expert/Q5_0/gemm/avx2`, 512 × 2048: about
+/// 1.3 ns a row and block for 8 tokens in the lanes, 1.65 for row pairs, against 3.3 for a
+/// register of the tile). So for `n` tokens the lanes cost about 0.4 + ⌈n/8⌉ registers a
+/// row and block, the pairs 0.5 + ⌈n/4⌉ / 2: the pairs win where the last group of 8 holds
+/// 2 to 4 tokens (10 tokens: 2.0 against 2.4), the lanes where it holds 5 to 8. A tail of
+/// one token stays one row at a time, as do jobs of 2 tokens (criterion: row quads there,
+/// 2 tokens a register, were 17 % faster for Q5_0 and 13 % slower for IQ4_NL; quads were
+/// not kept, BENCHMARKS.md, thirty-fifth session). Not measured with VNNI, which keeps the
+/// lanes.
+const fn pairs_win(n_tok: usize) -> bool {
+    n_tok >= 3 && matches!(n_tok % 8, 2..=4)
 }
 
 // ---- One row at a time ----
@@ -201,19 +230,75 @@ const fn i16_group(biased_max: u8) -> usize {
     }
 }
 
-/// One decoded weight block of one row: 8 dwords of 4 weight bytes each (in element order),
-/// biased (`x + OFFSET`) or, for the sign form, `|x|` with `x` in `signs`; and `d_x`.
+/// One decoded weight block of `S` rows side by side (1: one row; 2: a pair): the
+/// 8 dwords of 4 weight bytes each (in element order), biased (`x + OFFSET`) or, for the sign
+/// form, `|x|` with `x` in `signs`; and `d_x`. Each field holds its value for the `S` rows
+/// next to each other, so one broadcast load ([`spread`]) gives lanes `[row 0, …, row S-1,
+/// row 0, …]`.
 #[derive(Clone, Copy)]
 #[repr(C)]
-pub(super) struct RowBlock {
-    q: [i32; 8],
-    signs: [i32; 8],
-    d: f32,
+pub(super) struct SideBlock<const S: usize> {
+    q: [[i32; S]; 8],
+    signs: [[i32; S]; 8],
+    d: [f32; S],
 }
 
-/// One activation block of 8 tokens: register `k` holds bytes `4k..4k + 4` of each token
-/// (lane = token), `neg` holds `-OFFSET Σ y` (the start that cancels the weights' bias) and
-/// `d` the tokens' `d_y`. Lanes past the last token hold `y = 0`, `d_y = 0`.
+impl<const S: usize> SideBlock<S> {
+    /// Dword `k` of the `S` rows in every group of `S` lanes.
+    #[inline(always)]
+    unsafe fn q(&self, k: usize) -> __m256i {
+        spread::<S>(self.q[k].as_ptr())
+    }
+    /// The sign form's `x` of dword `k`, as [`SideBlock::q`].
+    #[inline(always)]
+    unsafe fn signs(&self, k: usize) -> __m256i {
+        spread::<S>(self.signs[k].as_ptr())
+    }
+    /// `d_x` of the `S` rows, as [`SideBlock::q`].
+    #[inline(always)]
+    unsafe fn d(&self) -> __m256 {
+        _mm256_castsi256_ps(spread::<S>(self.d.as_ptr().cast()))
+    }
+}
+
+/// The `S` dwords at `v` in every group of `S` lanes (lane `l` = `v[l mod S]`): one broadcast
+/// load.
+///
+/// # Safety
+/// AVX2 is available; `v` points at `S` readable dwords; `S` is 1 or 2.
+#[inline(always)]
+unsafe fn spread<const S: usize>(v: *const i32) -> __m256i {
+    match S {
+        1 => _mm256_set1_epi32(v.read()),
+        2 => _mm256_set1_epi64x(v.cast::<i64>().read_unaligned()),
+        _ => unreachable!("one row or a pair"),
+    }
+}
+
+/// Stores the 8 dwords of each of `S` rows' registers (`x[s]`: row `s`) at `dst` with the `S`
+/// rows' dword `k` side by side (`dst[k][s]`), as [`SideBlock`] holds them.
+///
+/// # Safety
+/// AVX2 is available; `dst` has room for `8 · S` dwords; `S` is 1 or 2.
+#[inline(always)]
+unsafe fn store_sides<const S: usize>(x: &[__m256i; S], dst: *mut [i32; S]) {
+    let out = dst.cast::<__m256i>();
+    match S {
+        1 => _mm256_storeu_si256(out, x[0]),
+        2 => {
+            // [a0 b0 a1 b1 | a4 b4 a5 b5], [a2 b2 a3 b3 | a6 b6 a7 b7].
+            let lo = _mm256_unpacklo_epi32(x[0], x[1]);
+            let hi = _mm256_unpackhi_epi32(x[0], x[1]);
+            _mm256_storeu_si256(out, _mm256_permute2x128_si256::<0x20>(lo, hi));
+            _mm256_storeu_si256(out.add(1), _mm256_permute2x128_si256::<0x31>(lo, hi));
+        }
+        _ => unreachable!("one row or a pair"),
+    }
+}
+
+/// One activation block of 8 lanes: register `k` holds bytes `4k..4k + 4` of each token
+/// (lane `t · S + s` = token `t` for [`Sides`] of `S` rows), `neg` holds `-OFFSET Σ y` (the
+/// start that cancels the weights' bias) and `d` the tokens' `d_y`. Lanes past the last token hold `y = 0`, `d_y = 0`.
 #[derive(Clone, Copy)]
 #[repr(C, align(32))]
 pub(super) struct ActBlock {
@@ -248,20 +333,29 @@ pub(super) unsafe fn transpose8(r: &[__m256i; 8]) -> [__m256i; 8] {
     out
 }
 
-/// The symmetric formats with 8 tokens in the lanes (run by `token_lanes.rs`).
-pub(super) struct Lanes8<X, M>(PhantomData<(X, M)>);
+/// The symmetric formats with `S` rows side by side and `8 / S` tokens in the lanes (lane
+/// `t · S + s`: row `s` against token `t`; run by `token_lanes.rs`).
+pub(super) struct Sides<X, M, const S: usize>(PhantomData<(X, M)>);
 
-impl<X: Signed + crate::Block, M: IntDot> TokenLanes for Lanes8<X, M> {
+/// 8 tokens in the lanes, one row a register: prefill.
+pub(super) type Lanes8<X, M> = Sides<X, M, 1>;
+
+/// A row pair and 4 tokens a register ([`pairs_win`]).
+pub(super) type Pairs4<X, M> = Sides<X, M, 2>;
+
+impl<X: Signed + crate::Block, M: IntDot, const S: usize> TokenLanes for Sides<X, M, S> {
     type W = X;
     type A = BlockQ8_0;
-    type RowBlock = RowBlock;
+    type RowBlock = SideBlock<S>;
     type ActBlock = ActBlock;
     type Sums = __m256;
-    const LANES: usize = 8;
+    const LANES: usize = 8 / S;
+    const ROWS: usize = S;
     /// Within L2 (512 KiB on Zen 3, more on Intel client cores).
     const ACT_BYTES: usize = 256 << 10;
 
-    /// Loads and transposes 8 tokens' blocks (no gathers: they are slow on AVX2-only CPUs).
+    /// Loads and transposes 8 / `S` tokens' blocks, each in `S` adjacent lanes (no gathers:
+    /// they are slow on AVX2-only CPUs).
     #[inline(always)]
     unsafe fn repack(
         a: &[BlockQ8_0],
@@ -274,15 +368,20 @@ impl<X: Signed + crate::Block, M: IntDot> TokenLanes for Lanes8<X, M> {
         // OFFSET as a u8 (128 for -128).
         let offset = _mm256_set1_epi8(X::OFFSET);
         let zero = _mm256_setzero_si256();
+        let lanes = Self::LANES;
         for g in g0..g1 {
-            let live = (n_tok - g * 8).min(8);
+            let live = (n_tok - g * lanes).min(lanes);
             for b in 0..nb {
                 let mut rows = [zero; 8];
                 let mut halves = [0u16; 8];
                 for t in 0..live {
-                    let block = &a[(g * 8 + t) * nb + b];
-                    rows[t] = _mm256_loadu_si256(block.qs.as_ptr().cast());
-                    halves[t] = block_ptr(block).cast::<u16>().read_unaligned();
+                    let block = &a[(g * lanes + t) * nb + b];
+                    let q = _mm256_loadu_si256(block.qs.as_ptr().cast());
+                    let half = block_ptr(block).cast::<u16>().read_unaligned();
+                    for s in 0..S {
+                        rows[t * S + s] = q;
+                        halves[t * S + s] = half;
+                    }
                 }
                 let q = transpose8(&rows);
                 let mut sum = zero;
@@ -297,38 +396,48 @@ impl<X: Signed + crate::Block, M: IntDot> TokenLanes for Lanes8<X, M> {
     }
 
     #[inline(always)]
-    unsafe fn decode_rows(rows: &[&[X]], dst: *mut RowBlock, stride: usize) {
-        for (b, x) in rows[0].iter().enumerate() {
+    #[allow(clippy::needless_range_loop)] // `b` indexes every row of the group
+    unsafe fn decode_rows(rows: &[&[X]], dst: *mut SideBlock<S>, stride: usize) {
+        let zero = _mm256_setzero_si256();
+        for b in 0..rows[0].len() {
             let out = &mut *dst.add(b * stride);
-            if biased_form::<X, M>() {
-                _mm256_storeu_si256(out.q.as_mut_ptr().cast(), x.biased());
-            } else {
-                let q = x.quants();
-                _mm256_storeu_si256(out.q.as_mut_ptr().cast(), _mm256_sign_epi8(q, q));
-                _mm256_storeu_si256(out.signs.as_mut_ptr().cast(), q);
+            let mut q = [zero; S];
+            let mut signs = [zero; S];
+            for s in 0..S {
+                let x = &rows[s][b];
+                if biased_form::<X, M>() {
+                    q[s] = x.biased();
+                } else {
+                    signs[s] = x.quants();
+                    q[s] = _mm256_sign_epi8(signs[s], signs[s]);
+                }
+                out.d[s] = block_d(x);
             }
-            out.d = block_d(x);
+            store_sides::<S>(&q, out.q.as_mut_ptr());
+            if !biased_form::<X, M>() {
+                store_sides::<S>(&signs, out.signs.as_mut_ptr());
+            }
         }
     }
 
-    /// With VNNI [`vnni_tile`]; on plain AVX2 per (row, block) [`block_sums`], then the block's
-    /// term for 8 tokens.
+    /// With VNNI [`vnni_tile`]; on plain AVX2 per (row block, block) [`block_sums`], then the
+    /// block's term for the register's 8 (row, token) pairs.
     #[inline(always)]
     unsafe fn tile<const R: usize>(
-        rows: *const RowBlock,
+        rows: *const SideBlock<S>,
         acts: *const ActBlock,
         nb: usize,
     ) -> [__m256; R] {
         if !M::SATURATES {
-            return vnni_tile::<M, R>(rows, acts, nb);
+            return vnni_tile::<M, S, R>(rows, acts, nb);
         }
         let mut acc = [_mm256_setzero_ps(); R];
         for b in 0..nb {
             let act = &*acts.add(b);
             for (i, acc) in acc.iter_mut().enumerate() {
                 let row = &*rows.add(b * R + i);
-                let sums = block_sums::<X, M>(row, act);
-                let d = _mm256_mul_ps(_mm256_set1_ps(row.d), act.d);
+                let sums = block_sums::<X, M, S>(row, act);
+                let d = _mm256_mul_ps(row.d(), act.d);
                 *acc = _mm256_add_ps(*acc, _mm256_mul_ps(_mm256_cvtepi32_ps(sums), d));
             }
         }
@@ -348,8 +457,8 @@ impl<X: Signed + crate::Block, M: IntDot> TokenLanes for Lanes8<X, M> {
 /// # Safety
 /// As for [`gemm`]; `rows` holds `R · nb` row blocks (block-major), `acts` `nb` blocks.
 #[inline(always)]
-unsafe fn vnni_tile<M: IntDot, const R: usize>(
-    rows: *const RowBlock,
+unsafe fn vnni_tile<M: IntDot, const S: usize, const R: usize>(
+    rows: *const SideBlock<S>,
     acts: *const ActBlock,
     nb: usize,
 ) -> [__m256; R] {
@@ -362,16 +471,15 @@ unsafe fn vnni_tile<M: IntDot, const R: usize>(
         for k in (0..8).step_by(2) {
             let (y, y_odd) = (act.q[k], act.q[k + 1]);
             for (i, s) in s.iter_mut().enumerate() {
-                *s = M::dot_u8i8(*s, _mm256_set1_epi32((*row.add(i)).q[k]), y);
+                *s = M::dot_u8i8(*s, (*row.add(i)).q(k), y);
             }
             for (i, odd) in odd.iter_mut().enumerate() {
-                let w = _mm256_set1_epi32((*row.add(i)).q[k + 1]);
-                *odd = M::dot_u8i8(*odd, w, y_odd);
+                *odd = M::dot_u8i8(*odd, (*row.add(i)).q(k + 1), y_odd);
             }
         }
         for (i, acc) in acc.iter_mut().enumerate() {
             let sums = _mm256_add_epi32(s[i], odd[i]);
-            let d = _mm256_mul_ps(_mm256_set1_ps((*row.add(i)).d), act.d);
+            let d = _mm256_mul_ps((*row.add(i)).d(), act.d);
             *acc = _mm256_add_ps(*acc, _mm256_mul_ps(_mm256_cvtepi32_ps(sums), d));
         }
     }
@@ -381,13 +489,16 @@ unsafe fn vnni_tile<M: IntDot, const R: usize>(
 /// The exact `Σ x y` of one (row, block) for the 8 tokens of `act` on plain AVX2 (with VNNI
 /// [`vnni_tile`] makes them).
 #[inline(always)]
-unsafe fn block_sums<X: Signed, M: IntDot>(row: &RowBlock, act: &ActBlock) -> __m256i {
+unsafe fn block_sums<X: Signed, M: IntDot, const S: usize>(
+    row: &SideBlock<S>,
+    act: &ActBlock,
+) -> __m256i {
     if !biased_form::<X, M>() {
         // Sign trick: |x| · (y with x's sign); pair sums ≤ 2 · 128 · 127.
         let mut s = _mm256_setzero_si256();
         for k in 0..8 {
-            let y = _mm256_sign_epi8(act.q[k], _mm256_set1_epi32(row.signs[k]));
-            s = M::dot_u8i8(s, _mm256_set1_epi32(row.q[k]), y);
+            let y = _mm256_sign_epi8(act.q[k], row.signs(k));
+            s = M::dot_u8i8(s, row.q(k), y);
         }
         return s;
     }
@@ -398,9 +509,9 @@ unsafe fn block_sums<X: Signed, M: IntDot>(row: &RowBlock, act: &ActBlock) -> __
     let group = i16_group(X::BIASED_MAX);
     let mut k = 0;
     while k < 8 {
-        let mut pairs = _mm256_maddubs_epi16(_mm256_set1_epi32(row.q[k]), act.q[k]);
+        let mut pairs = _mm256_maddubs_epi16(row.q(k), act.q[k]);
         for j in k + 1..k + group {
-            let p = _mm256_maddubs_epi16(_mm256_set1_epi32(row.q[j]), act.q[j]);
+            let p = _mm256_maddubs_epi16(row.q(j), act.q[j]);
             pairs = _mm256_add_epi16(pairs, p);
         }
         s = _mm256_add_epi32(s, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
