@@ -167,10 +167,13 @@ const SHAPES: [(usize, usize, usize, usize); 21] = [
     // register tiles of pairs and an odd last row, whose pair repeats it.
     (33, 7, 5, 35),
     // AVX-512's row quads with 4 tokens in the lanes (9 to 12 tokens and the like): four
-    // whole groups of 16 rows and 3 more, a last token group of 2, an odd block count.
+    // whole groups of 16 rows and 3 more, a last token group of 2, an odd block count. On
+    // plain AVX2 the block-order formats' row pairs (4 tokens a register): a last group of
+    // 2, an odd last row.
     (67, 10, 3, 69),
     // Past the row quads' range (48 tokens): three groups of 16 in the lanes and 3 tokens
-    // after them, which take the few-token path.
+    // after them, which take the few-token path. On plain AVX2 row pairs again, the last
+    // group of 3.
     (5, 51, 2, 6),
 ];
 
@@ -198,8 +201,9 @@ fn gemm_matches_vec_dot_bit_for_bit_on_edge_values() {
     let fills = [0, 0xff, 0x80, 0x7f, 0x88];
     // f16 max, min normal, a subnormal, zero, negative.
     let scales = [65504.0, 6.1035156e-5, 5.9604645e-8, 0.0, -1.0];
-    // Rows with and without blocks after the last whole tile step.
-    for (n_rows, n_tok, blocks, stride) in [(5, 6, 3, 7), (8, 9, 4, 9)] {
+    // Rows with and without blocks after the last whole tile step; 10 tokens: plain AVX2's
+    // row pairs for the block-order formats, an odd last row.
+    for (n_rows, n_tok, blocks, stride) in [(5, 6, 3, 7), (8, 9, 4, 9), (7, 10, 3, 9)] {
         for ty in vec_dot_types() {
             let n = blocks * ty.block_size();
             for fill in fills {
@@ -287,8 +291,10 @@ fn gemm_matches_vec_dot_on_model_sized_rows() {
             // loop instead); 130: tiles (for AVX-512's block-order formats, two passes over
             // the rows with 16 tokens in the lanes; for the kernels that prepare every token
             // up front, from 4096 columns, token passes whose prepared steps fit the tile's
-            // cache).
-            for n_tok in [1, 5, 8, 130] {
+            // cache; for plain AVX2's block-order formats, row pairs, 4 tokens a register, in
+            // several passes); 133: plain AVX2's block-order formats with 8 tokens in the
+            // lanes, in several passes.
+            for n_tok in [1, 5, 8, 130, 133] {
                 let acts = act_rows(&mut rng, ty, n_tok, n, 0);
                 for &path in &paths {
                     check(

@@ -20,11 +20,12 @@
 //!   converts, scales and adds for every (row, token) block.
 //! - **Row pairs in the lanes** ([`Pairs4`], plain AVX2, where the last group of 8 tokens
 //!   would hold 2 to 4: [`pairs_win`]). Lane `2t + s` holds row `s` of a pair against token
-//!   `t`, so 4 tokens fill a register: each decoded dword holds the two rows' dwords next to
-//!   each other (one broadcast load) and each token fills two adjacent lanes. A routed expert
-//!   in a prefill chunk meets about 10 tokens (512 tokens, 10 of 512 experts): as pairs, 12
-//!   `vpmaddubsw` per row and weight dword where two groups of 8 took 16. Everything else is
-//!   the tokens-in-lanes form's, lane for lane.
+//!   `t`, so 4 tokens fill a register: dword `k` of a decoded block is stored as the two
+//!   rows' dwords side by side (one qword, one broadcast load) and each token fills two
+//!   adjacent lanes. A routed expert in a prefill chunk meets about 10 tokens (512 tokens,
+//!   10 of 512 experts): as pairs, 12 `vpmaddubsw` per row and block where the biased form's
+//!   two groups of 8 took 16 (the sign form ran its 2 last tokens one row at a time).
+//!   Everything else is the tokens-in-lanes form's, lane for lane.
 //! - **One row at a time** ([`RowChain`], fewer tokens: decode, small experts). Four blocks a
 //!   step, through the shared tile loop: the blocks' exact sums as `vec_dot` makes them, reduced
 //!   into one register (block `k` in lane `k`), scaled in the lanes and added in block order.
@@ -102,16 +103,19 @@ pub(super) unsafe fn gemm<X: Signed + crate::Block, M: IntDot>(job: Job<'_>) -> 
 /// on plain AVX2: from 3 tokens, where the last group of 8 tokens in the lanes would hold 2 to
 /// 4 of them.
 ///
-/// A register of the tile costs about the same in either form, and a row pair's decoding a
-/// little more than one row's (criterion, Zen 3, `expert/Q5_0/gemm/avx2`, 512 × 2048: about
-/// 1.3 ns a row and block for 8 tokens in the lanes, 1.65 for row pairs, against 3.3 for a
-/// register of the tile). So for `n` tokens the lanes cost about 0.4 + ⌈n/8⌉ registers a
-/// row and block, the pairs 0.5 + ⌈n/4⌉ / 2: the pairs win where the last group of 8 holds
-/// 2 to 4 tokens (10 tokens: 2.0 against 2.4), the lanes where it holds 5 to 8. A tail of
-/// one token stays one row at a time, as do jobs of 2 tokens (criterion: row quads there,
-/// 2 tokens a register, were 17 % faster for Q5_0 and 13 % slower for IQ4_NL; quads were
-/// not kept, BENCHMARKS.md, thirty-fifth session). Not measured with VNNI, which keeps the
-/// lanes.
+/// For the biased form (Q4_0, Q5_0): a register of the tile costs about the same in either
+/// form, and a row pair's decoding a little more than one row's (criterion, Zen 3,
+/// `expert/Q5_0/gemm/avx2`, 512 × 2048: about 1.3 ns a row and block for 8 tokens in the
+/// lanes, 1.65 for row pairs, against 3.3 for a register of the tile). So for `n` tokens the
+/// lanes cost about 0.4 + ⌈n/8⌉ registers a row and block, the pairs 0.5 + ⌈n/4⌉ / 2: the
+/// pairs win where the last group of 8 holds 2 to 4 tokens (10 tokens: 2.0 against 2.4), the
+/// lanes where it holds 5 to 8; a tail of one token stays one row at a time. The sign form
+/// (Q8_0, IQ4_NL), which ran tails of up to 5 tokens one row at a time, rests on its
+/// measured rows instead (4, 10, 12 and 20 tokens: BENCHMARKS.md, thirty-fifth session).
+/// Jobs of 3 tokens (no benchmark row) follow the 4-token rows. Jobs of 2 tokens stay one
+/// row at a time (criterion: row quads there, 2 tokens a register, were 18 % faster for
+/// Q5_0 and 13 % slower for IQ4_NL; quads were not kept). Not measured with VNNI, which
+/// keeps the lanes.
 const fn pairs_win(n_tok: usize) -> bool {
     n_tok >= 3 && matches!(n_tok % 8, 2..=4)
 }
@@ -243,6 +247,7 @@ pub(super) struct SideBlock<const S: usize> {
     d: [f32; S],
 }
 
+// Safety of the three: AVX2 is available (`S` is 1 or 2, as for [`spread`]).
 impl<const S: usize> SideBlock<S> {
     /// Dword `k` of the `S` rows in every group of `S` lanes.
     #[inline(always)]
@@ -297,8 +302,9 @@ unsafe fn store_sides<const S: usize>(x: &[__m256i; S], dst: *mut [i32; S]) {
 }
 
 /// One activation block of 8 lanes: register `k` holds bytes `4k..4k + 4` of each token
-/// (lane `t · S + s` = token `t` for [`Sides`] of `S` rows), `neg` holds `-OFFSET Σ y` (the
-/// start that cancels the weights' bias) and `d` the tokens' `d_y`. Lanes past the last token hold `y = 0`, `d_y = 0`.
+/// (lane `t · S + s` = token `t` for [`Sides`] of `S` rows), `neg` holds `-OFFSET Σ y`
+/// (the start that cancels the weights' bias) and `d` the tokens' `d_y`. Lanes past the last
+/// token hold `y = 0`, `d_y = 0`.
 #[derive(Clone, Copy)]
 #[repr(C, align(32))]
 pub(super) struct ActBlock {
@@ -486,8 +492,9 @@ unsafe fn vnni_tile<M: IntDot, const S: usize, const R: usize>(
     acc
 }
 
-/// The exact `Σ x y` of one (row, block) for the 8 tokens of `act` on plain AVX2 (with VNNI
-/// [`vnni_tile`] makes them).
+/// The exact `Σ x y` of one block of the `S` rows of `row` against the `8 / S` tokens of
+/// `act` (lane `t · S + s`: row `s`, token `t`) on plain AVX2 (with VNNI [`vnni_tile`] makes
+/// them).
 #[inline(always)]
 unsafe fn block_sums<X: Signed, M: IntDot, const S: usize>(
     row: &SideBlock<S>,
