@@ -36,7 +36,7 @@ use std::mem::{offset_of, size_of};
 use super::super::tile::{run, Job, Tile};
 use super::avx2;
 use super::avx512::{lattice_sums, Lattice};
-use super::block_order_avx2::transpose8;
+use super::block_order_lanes_avx2::transpose8;
 use super::paired_lattice::{self, PairedLattice};
 use super::token_lanes::{self, lane_tokens, TokenLanes};
 use crate::dot::x86::avx2::iq3::iq3_xxs_partials;

@@ -11,6 +11,7 @@ mod avx2;
 mod avx512;
 mod block_order;
 mod block_order_avx2;
+mod block_order_lanes_avx2;
 mod block_order_pairs;
 mod iq3_xxs_lanes;
 mod iq3_xxs_pairs;
