@@ -78,9 +78,18 @@ const NAMES: [&str; 9] = [
 unsafe fn sign_masks(packed: __m256i) -> [__m256i; 8] {
     let field = |l: u32| _mm256_set1_epi32(0x7f << (8 * l));
     let mut s = _mm256_and_si256(packed, field(0));
-    s = _mm256_or_si256(s, _mm256_and_si256(_mm256_slli_epi32::<1>(packed), field(1)));
-    s = _mm256_or_si256(s, _mm256_and_si256(_mm256_slli_epi32::<2>(packed), field(2)));
-    s = _mm256_or_si256(s, _mm256_and_si256(_mm256_slli_epi32::<3>(packed), field(3)));
+    s = _mm256_or_si256(
+        s,
+        _mm256_and_si256(_mm256_slli_epi32::<1>(packed), field(1)),
+    );
+    s = _mm256_or_si256(
+        s,
+        _mm256_and_si256(_mm256_slli_epi32::<2>(packed), field(2)),
+    );
+    s = _mm256_or_si256(
+        s,
+        _mm256_and_si256(_mm256_slli_epi32::<3>(packed), field(3)),
+    );
     let o = i8::MIN;
     let parity = _mm256_setr_epi8(
         0, o, o, 0, o, 0, 0, o, o, 0, 0, o, 0, o, o, 0, //
@@ -290,6 +299,9 @@ fn main() {
     }
     for (name, s) in NAMES.iter().zip(&mut samples) {
         s.sort_by(f64::total_cmp);
-        println!("{name:>8}: {:5.1} ns a block (range {:.1}-{:.1})", s[3], s[0], s[6]);
+        println!(
+            "{name:>8}: {:5.1} ns a block (range {:.1}-{:.1})",
+            s[3], s[0], s[6]
+        );
     }
 }
