@@ -42,6 +42,7 @@ use super::token_lanes::{self, lane_tokens, TokenLanes};
 use crate::block::cast_blocks;
 use crate::dot::x86::avx2::legacy::{add4_in_order, halves4};
 use crate::dot::x86::avx512::legacy::{act_pair, block_d, neg_offset, symmetric_from, Offset};
+use crate::dot::x86::prefetch_l2;
 use crate::legacy::BlockQ8_0;
 
 /// Tokens from which a job runs with tokens in the lanes: below it the lanes a token group
@@ -123,17 +124,6 @@ unsafe fn store_lanes(acc: __m512, n: usize, out: &mut [f32], at: usize, step: u
     _mm512_storeu_ps(lanes.as_mut_ptr(), acc);
     for (k, v) in lanes.into_iter().take(n).enumerate() {
         out[at + k * step] = v;
-    }
-}
-
-/// Asks for the cache lines of `w[from..to]` (clipped to `w`) to be brought into L2. A hint
-/// only: no fault, no effect on results.
-#[inline(always)]
-unsafe fn prefetch_l2(w: &[u8], from: usize, to: usize) {
-    let mut at = from;
-    while at < to.min(w.len()) {
-        _mm_prefetch::<_MM_HINT_T1>(w.as_ptr().add(at).cast());
-        at += 64;
     }
 }
 

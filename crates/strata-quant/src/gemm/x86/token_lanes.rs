@@ -10,6 +10,7 @@ use std::ops::Range;
 
 use super::super::tile::{scratch, Job, Line};
 use crate::block::cast_blocks;
+use crate::dot::x86::prefetch_l2;
 
 /// One tokens-in-lanes kernel: its repacked activation block, decoded weight block and the
 /// register tile that meets them.
@@ -177,7 +178,9 @@ thread_local! {
 
 /// `job` with tokens in lanes: passes of at most [`TokenLanes::ACT_BYTES`] of repacked token
 /// groups; in each pass, groups of `R · ROWS` rows (a row past the last repeats it) are
-/// decoded once and meet every token group of the pass.
+/// decoded once and meet every token group of the pass, the next group's weight bytes asked
+/// into L2 meanwhile (a hint: on the DRAM-resident shape of qwen4exp's IQ4_NL expert downs at
+/// 8–16 tokens, 7–19 % less time on an Intel Xeon, BENCHMARKS.md, 39th session).
 ///
 /// # Safety
 /// `K`'s CPU features are available; `gemm` checked the lengths of `job`.
@@ -198,6 +201,7 @@ pub(super) unsafe fn run<K: TokenLanes, const R: usize>(job: Job<'_>) {
         K::LANES * n_side * size_of::<f32>(),
         "Sums holds LANES · ROWS f32"
     );
+    let row_bytes = nb * size_of::<K::W>();
     let groups = n_tok.div_ceil(K::LANES);
     let group_bytes = nb * size_of::<K::ActBlock>();
     let pass = (K::ACT_BYTES / group_bytes).clamp(1, groups);
@@ -217,6 +221,15 @@ pub(super) unsafe fn run<K: TokenLanes, const R: usize>(job: Job<'_>) {
                 };
                 K::decode_rows(&[row(0), row(1), row(2), row(3)][..n_side], rows.add(i), R);
             }
+            // The next group's weights come from DRAM (a routed expert's are read once per
+            // chunk) into L2 while this group's tiles compute; L1 keeps the decoded rows and
+            // the activations (8 IQ3_XXS rows of 2048 are 50 KB).
+            let (next, group) = (r0 + R * n_side, R * n_side);
+            prefetch_l2(
+                job.w,
+                next * row_bytes,
+                (next + group).min(n_rows) * row_bytes,
+            );
             for g in g0..g1 {
                 let sums = K::tile::<R>(rows, acts.add((g - g0) * nb), nb);
                 let live = (n_tok - g * K::LANES).min(K::LANES);
