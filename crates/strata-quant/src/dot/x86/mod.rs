@@ -291,22 +291,24 @@ pub(crate) const PREFETCH_BYTES: usize = 2048;
 /// only: no fault, no effect on results.
 #[inline(always)]
 pub(crate) unsafe fn prefetch(w: &[u8], from: usize, to: usize) {
-    let end = to.min(w.len());
-    let mut at = from;
-    while at < end {
-        _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().add(at).cast());
-        at += 64;
-    }
+    prefetch_lines::<_MM_HINT_T0>(w, from, to);
 }
 
 /// Asks for the cache lines of `w[from..to]` (clipped to `w`) to be brought into L2, leaving
 /// L1 to the data being computed on. A hint only: no fault, no effect on results.
 #[inline(always)]
 pub(crate) unsafe fn prefetch_l2(w: &[u8], from: usize, to: usize) {
+    prefetch_lines::<_MM_HINT_T1>(w, from, to);
+}
+
+/// `_mm_prefetch` with `STRATEGY` (an `_MM_HINT_*`) for each 64-byte line of `w[from..to]`,
+/// clipped to `w`.
+#[inline(always)]
+unsafe fn prefetch_lines<const STRATEGY: i32>(w: &[u8], from: usize, to: usize) {
     let end = to.min(w.len());
     let mut at = from;
     while at < end {
-        _mm_prefetch::<_MM_HINT_T1>(w.as_ptr().add(at).cast());
+        _mm_prefetch::<STRATEGY>(w.as_ptr().add(at).cast());
         at += 64;
     }
 }
