@@ -11,7 +11,7 @@
 //!
 //! The tile is 16 weight rows × `n` tokens (16, or 10: about what a routed expert meets in a
 //! 512-token chunk of a 512-expert model) over 16 blocks of 32 int8 products (a 512-wide
-//! row, as qwen4exp's expert downs). Per block both forms convert the block's exact int32
+//! row, as Qwen3-Next's expert downs). Per block both forms convert the block's exact int32
 //! sums to f32, multiply them by `d_w[row] · d_a[token]` and add them to the accumulator in
 //! block order (`dot/legacy.rs`'s order, which `Lanes16` keeps), so the f32 operations are
 //! the same and the results must agree bit for bit (checked, with a scalar loop in that order

@@ -221,12 +221,13 @@ fn bench_expert_type(c: &mut Criterion, ty: GgmlType) {
 /// pace. Filter with `-- dram`.
 fn bench_expert_dram(c: &mut Criterion) {
     let n_experts = 256;
-    // Gate/up (512 rows × 2048) and down (2048 rows × 512) of Qwen3-Next's and qwen4exp's experts.
+    // Gate/up (512 rows × 2048) and down (2048 rows × 512) of Qwen3-Next's experts.
     for (ty, n_rows, n) in [
         (GgmlType::Q4_K, 512, 2048),
         (GgmlType::Q4_K, 2048, 512),
         (GgmlType::IQ3_XXS, 512, 2048),
-        // The down projections of qwen4exp's IQ3_XXS file (2048 rows × 512).
+        // IQ4_NL: the type of the expert downs in qwen4exp's IQ3_XXS file (2560 rows × 640
+        // there), at Qwen3-Next's down shape.
         (GgmlType::IQ4_NL, 2048, 512),
     ] {
         let one = weights(ty, n_rows, n);

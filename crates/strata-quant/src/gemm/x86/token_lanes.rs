@@ -179,8 +179,8 @@ thread_local! {
 /// `job` with tokens in lanes: passes of at most [`TokenLanes::ACT_BYTES`] of repacked token
 /// groups; in each pass, groups of `R · ROWS` rows (a row past the last repeats it) are
 /// decoded once and meet every token group of the pass, the next group's weight bytes asked
-/// into L2 meanwhile (a hint: on the DRAM-resident shape of qwen4exp's IQ4_NL expert downs at
-/// 8–16 tokens, 7–19 % less time on an Intel Xeon, BENCHMARKS.md, 39th session).
+/// into L2 meanwhile (a hint: on DRAM-resident IQ4_NL expert downs, 2048 rows × 512, at 8–16
+/// tokens, 7–19 % less time on an Intel Xeon, BENCHMARKS.md, 39th session).
 ///
 /// # Safety
 /// `K`'s CPU features are available; `gemm` checked the lengths of `job`.
