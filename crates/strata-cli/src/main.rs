@@ -104,9 +104,12 @@ pub struct ModelArgs {
     #[arg(long, default_value = "f16")]
     pub kv: KvType,
     /// Most tokens per forward run (llama.cpp's -ub): a longer prompt runs in pieces of this
-    /// size, which bounds the activation memory; results do not depend on it.
-    #[arg(long, default_value_t = strata_engine::model::UBATCH, value_parser = flags::ubatch)]
-    pub ubatch: usize,
+    /// size, which bounds the activation memory; results do not depend on it. Default: 512,
+    /// or 2048 for MoE models whose 512-token runs give each expert few tokens (Qwen3-Next,
+    /// qwen4exp: larger runs prefill long prompts faster) when run on the CPU and where it
+    /// fits in the free memory.
+    #[arg(long, value_parser = flags::ubatch)]
+    pub ubatch: Option<usize>,
     /// Layers to offload to the GPU (llama.cpp's -ngl). With the `vulkan` feature, the model's
     /// LAST N layers (dense llama/qwen2/qwen3/gemma3, qwen3moe, qwen3next, qwen4exp) and its
     /// LM head run on the Vulkan device, the embedding and the first layers on the CPU; N ≥
@@ -327,7 +330,9 @@ pub fn load_model(
     start_pool(args.pool.pool_workers, args.pool.pool_affinity);
     let mut model = strata_engine::Model::load(&path)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    model.set_ubatch(args.ubatch)?;
+    if let Some(n) = args.ubatch {
+        model.set_ubatch(n)?;
+    }
     let n_ctx = memory::resolve_ctx(args.ctx, model.config());
     gpu::place(
         &mut model,
@@ -337,7 +342,17 @@ pub fn load_model(
         (n_ctx, args.kv),
     );
     let c = model.config();
-    memory::check_session(c, memory::resolve_ctx(args.ctx, c), args.kv, args.ubatch)?;
+    let small = strata_engine::model::UBATCH;
+    if args.ubatch.is_none()
+        && model.ubatch() > small
+        && (model.device().is_some()
+            || memory::check_session(c, n_ctx, args.kv, model.ubatch()).is_err())
+    {
+        // The larger MoE default (`default_ubatch`) only on the CPU and where it fits; the
+        // check below then speaks for 512. A GPU's activation buffers are not budgeted for it.
+        model.set_ubatch(small)?;
+    }
+    memory::check_session(c, n_ctx, args.kv, model.ubatch())?;
     if args.ctx > c.n_ctx_train {
         tracing::warn!(
             "--ctx {} is larger than the {} tokens the model was trained on; quality may drop past {}",

@@ -23,10 +23,37 @@ use crate::session::Session;
 use crate::tokenizer::Tokenizer;
 use crate::workspace::Workspace;
 
-/// Default tokens per forward run (llama.cpp's default `n_ubatch`); see [`Model::set_ubatch`].
+/// Default tokens per forward run (llama.cpp's default `n_ubatch`); see [`Model::set_ubatch`]
+/// and [`default_ubatch`].
 pub const UBATCH: usize = 512;
 /// Largest accepted `--ubatch`.
 pub const MAX_UBATCH: usize = 8192;
+/// Largest default `--ubatch` ([`default_ubatch`]).
+pub const UBATCH_MOE_MAX: usize = 2048;
+/// Tokens a routed expert should meet per run on average for its GEMM tiles to run near
+/// their speed ([`default_ubatch`]).
+const TOKENS_PER_EXPERT: usize = 32;
+
+/// The tokens per forward run a model of `cfg` loads with: [`UBATCH`], or for an MoE model
+/// whose runs of [`UBATCH`] tokens give each routed expert fewer than 32 tokens on average
+/// (`UBATCH · n_expert_used / n_expert`), the power of two from there that gives it 32, at
+/// most [`UBATCH_MOE_MAX`]: 2048 for Qwen3-Next and qwen4exp (512 experts, top-10: 10 tokens
+/// an expert at 512, 40 at 2048), 512 for Qwen3-30B-A3B (128 experts, top-8: 32).
+///
+/// A prompt longer than 512 tokens then prefills faster: a routed expert's weights are read
+/// and decoded once per run, and the tokens-in-lanes tiles fill their lanes (criterion,
+/// `expert/IQ3_XXS/gemm/avx512`: 10 tokens cost about as much as 16). The qwen4exp IQ3_XXS
+/// cut's pp2048 ran 1.09–1.44× (median 1.18, seven alternating rounds) with 2048, Qwen3-Next's
+/// Q4_K cut 0.94–1.37× (median 1.13) (BENCHMARKS.md, 40th session). The activations grow
+/// with the run (about 1.6 GB more for qwen4exp at 2048 than at 512); results never depend
+/// on it (`tests/batch_invariance.rs`).
+pub fn default_ubatch(cfg: &ModelConfig) -> usize {
+    let Some(moe) = cfg.moe else {
+        return UBATCH;
+    };
+    let wanted = (TOKENS_PER_EXPERT * moe.n_expert).div_ceil(moe.n_expert_used.max(1));
+    wanted.next_power_of_two().clamp(UBATCH, UBATCH_MOE_MAX)
+}
 
 /// Which positions of a call's tokens a forward returns (logits, and hidden states if asked).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -118,6 +145,7 @@ impl Model {
             }
             None => None,
         };
+        let ubatch = AtomicUsize::new(default_ubatch(&config));
         Ok(Model {
             gguf,
             config,
@@ -127,7 +155,7 @@ impl Model {
             tokenizer,
             chat_template,
             ws: Mutex::new(Workspace::default()),
-            ubatch: AtomicUsize::new(UBATCH),
+            ubatch,
         })
     }
 
@@ -237,7 +265,8 @@ impl Model {
     }
 
     /// Most tokens per forward run (`--ubatch`): longer inputs run in pieces of this size,
-    /// which bounds the runner's activation memory. Results do not depend on it.
+    /// which bounds the runner's activation memory. Results do not depend on it. A model
+    /// loads with [`default_ubatch`] of its config.
     pub fn ubatch(&self) -> usize {
         self.ubatch.load(Ordering::Relaxed)
     }

@@ -62,7 +62,7 @@ pub fn run(args: QualityArgs, models_dir: &Path) -> Result<()> {
         model: args.model.clone(),
         ctx: args.ctx,
         kv: args.kv,
-        ubatch: strata_engine::model::UBATCH,
+        ubatch: None,
         gpu_layers: None,
         vram_budget: None,
         device: 0,

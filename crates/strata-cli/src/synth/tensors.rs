@@ -377,6 +377,25 @@ mod tests {
         );
     }
 
+    /// The run size each preset's model loads with (`strata_engine::model::default_ubatch`):
+    /// 2048 where 512-token runs give a routed expert about 10 tokens (512 experts, top-10),
+    /// 512 for dense models and for Qwen3-30B-A3B (128 experts, top-8: 32 an expert).
+    #[test]
+    fn moe_models_with_many_experts_a_token_default_to_larger_runs() {
+        use strata_engine::model::default_ubatch;
+        for (preset, want) in [
+            ("qwen3-next-80b-a3b", 2048),
+            ("qwen3.8-flash-next", 2048),
+            ("qwen3-30b-a3b", 512),
+            ("tiny-llama", 512),
+            ("tiny-qwen3moe", 512),
+        ] {
+            let mut s = Spec::preset(preset).unwrap();
+            s.n_vocab = s.n_vocab.max(256);
+            assert_eq!(default_ubatch(&config(&s)), want, "{preset}");
+        }
+    }
+
     /// A matrix `name` of a 48-layer model with 12 query heads per KV head and 512 experts.
     /// (As if each layer had one `attn_v`-like and one `ffn_down` tensor.)
     fn site(name: &str) -> Site<'_> {
