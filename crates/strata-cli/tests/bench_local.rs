@@ -61,6 +61,8 @@ fn local_bench_prints_a_row_per_test_and_saves_json() {
         );
     }
     assert!(stderr.contains("loaded in"), "{stderr}");
+    // A dense model runs in pieces of 512 tokens (`default_ubatch`).
+    assert!(stderr.contains("runs of 512 tokens"), "{stderr}");
 
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -72,6 +74,7 @@ fn local_bench_prints_a_row_per_test_and_saves_json() {
     assert_eq!(m["n_threads"], 2);
     assert!(m["rss_after_load"].as_u64().unwrap() > 0);
     assert!(m["load_ms"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["options"]["n_ubatch"], 512);
     let results = v["results"].as_array().unwrap();
     assert_eq!(results.len(), 6);
     let tg = &results[5];

@@ -111,13 +111,14 @@ pub fn run(args: &super::BenchArgs, models_dir: &Path) -> Result<()> {
     let machine = crate::machine::Machine::current();
     let (model, info) = load(&args.model, models_dir)?;
     eprintln!(
-        "bench --local: {} ({}, {}, {:.2} GiB, {:.2} B params), {} threads, loaded in {:.0} ms, RSS after load {:.0} MiB",
+        "bench --local: {} ({}, {}, {:.2} GiB, {:.2} B params), {} threads, runs of {} tokens, loaded in {:.0} ms, RSS after load {:.0} MiB",
         info.model_filename,
         info.arch,
         info.model_type,
         info.model_size as f64 / (1u64 << 30) as f64,
         info.model_n_params as f64 / 1e9,
         info.n_threads,
+        model.ubatch(),
         info.load_ms,
         info.rss_after_load as f64 / (1u64 << 20) as f64
     );
@@ -137,7 +138,8 @@ pub fn run(args: &super::BenchArgs, models_dir: &Path) -> Result<()> {
         "machine": machine,
         "model": info,
         "options": {"n_prompt": tests.n_prompt, "n_gen": tests.n_gen, "depths": tests.depths,
-            "reps": tests.reps, "ctx": args.model.ctx, "kv": format!("{:?}", args.model.kv)},
+            "reps": tests.reps, "ctx": args.model.ctx, "kv": format!("{:?}", args.model.kv),
+            "n_ubatch": model.ubatch()},
         "results": results,
         "roofline": roofline,
     });
