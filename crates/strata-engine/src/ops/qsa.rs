@@ -84,8 +84,11 @@ struct Scratch {
     ranked: Vec<(f32, usize)>,
     /// Kept positions, ascending.
     positions: Vec<usize>,
-    /// Attention weights over the kept positions.
+    /// Attention weights over the kept positions, `[group][positions]` (the query heads of
+    /// one KV head).
     weights: Vec<f32>,
+    /// Each of those heads' sum of weights.
+    sums: Vec<f32>,
     /// One key or value row in f32 (f16 caches).
     row: Vec<f32>,
 }
@@ -242,31 +245,56 @@ fn kept_positions(iq: &[f32], keys: &[f32], p: usize, qsa: &QsaShape, sc: &mut S
 
 /// Softmax attention of one query row over `sc.positions` into `out` (`[n_head·head_dim]`).
 /// Per head: scores in position order, their maximum, weights `e^(s − max)` and their sum
-/// in order, then the weighted values in order, divided by the sum.
+/// in order, then the weighted values in order, divided by the sum. The heads that share a
+/// KV head go together, position by position, so each cached row is converted once for
+/// all of them; each head's operations and their order are those of one head alone.
 fn attend_positions(q: &[f32], kv: &LayerKv, s: &AttnShape, sc: &mut Scratch, out: &mut [f32]) {
     let (hd, group) = (s.head_dim, s.n_head / s.n_kv_head);
     let (k_rows, v_rows) = (kv.k_rows(), kv.v_rows());
-    sc.row.resize(hd, 0.0);
-    for (h, (qh, oh)) in q.chunks_exact(hd).zip(out.chunks_exact_mut(hd)).enumerate() {
-        let at = (h / group) * hd;
-        sc.weights.clear();
-        for &p in &sc.positions {
-            let k = row_f32(k_rows, p, at, hd, &mut sc.row);
-            sc.weights.push(dot(qh, k) * s.scale);
+    let Scratch {
+        positions,
+        weights,
+        sums,
+        row,
+        ..
+    } = sc;
+    let n = positions.len();
+    row.resize(hd, 0.0);
+    weights.resize(group * n, 0.0);
+    sums.resize(group, 0.0);
+    let width = group * hd;
+    for (kv_h, (qg, og)) in q
+        .chunks_exact(width)
+        .zip(out.chunks_exact_mut(width))
+        .enumerate()
+    {
+        let at = kv_h * hd;
+        for (i, &p) in positions.iter().enumerate() {
+            let k = row_f32(k_rows, p, at, hd, row);
+            for (g, qh) in qg.chunks_exact(hd).enumerate() {
+                weights[g * n + i] = dot(qh, k) * s.scale;
+            }
         }
-        let max = sc.weights.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0.0f32;
-        for w in sc.weights.iter_mut() {
-            *w = (*w - max).exp();
-            sum += *w;
+        for (w, sum) in weights.chunks_exact_mut(n).zip(sums.iter_mut()) {
+            let max = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            *sum = 0.0;
+            for w in w.iter_mut() {
+                *w = (*w - max).exp();
+                *sum += *w;
+            }
         }
-        oh.fill(0.0);
-        for (&p, &w) in sc.positions.iter().zip(&sc.weights) {
-            let v = row_f32(v_rows, p, at, hd, &mut sc.row);
-            oh.iter_mut().zip(v).for_each(|(o, v)| *o += w * v);
+        og.fill(0.0);
+        for (i, &p) in positions.iter().enumerate() {
+            let v = row_f32(v_rows, p, at, hd, row);
+            for (g, oh) in og.chunks_exact_mut(hd).enumerate() {
+                let w = weights[g * n + i];
+                oh.iter_mut().zip(v).for_each(|(o, v)| *o += w * v);
+            }
         }
-        let inv = 1.0 / sum;
-        oh.iter_mut().for_each(|o| *o *= inv);
+        for (oh, sum) in og.chunks_exact_mut(hd).zip(sums.iter()) {
+            let inv = 1.0 / sum;
+            oh.iter_mut().for_each(|o| *o *= inv);
+        }
     }
 }
 
