@@ -51,7 +51,8 @@ pub fn default_ubatch(cfg: &ModelConfig) -> usize {
     let Some(moe) = cfg.moe else {
         return UBATCH;
     };
-    let wanted = (TOKENS_PER_EXPERT * moe.n_expert).div_ceil(moe.n_expert_used.max(1));
+    // `ModelConfig::from_metadata` refuses `n_expert_used` of 0.
+    let wanted = (TOKENS_PER_EXPERT * moe.n_expert).div_ceil(moe.n_expert_used);
     wanted.next_power_of_two().clamp(UBATCH, UBATCH_MOE_MAX)
 }
 

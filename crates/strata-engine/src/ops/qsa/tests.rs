@@ -276,3 +276,26 @@ fn sparse_positions_are_the_kept_positions_and_none_below_the_budget() {
         }
     }
 }
+
+/// Past the budget an f16 cache gives, bit for bit, what an f32 cache holding the same keys
+/// and values rounded to f16 gives: the sparse path's row conversion (`row_f32`) reads the
+/// right elements and converts them exactly. (Below it the dense kernel's f16 path has its
+/// own arithmetic, as llama.cpp's does.)
+#[test]
+fn past_the_budget_an_f16_cache_is_an_f32_cache_of_rounded_values() {
+    let mut half_cache = case(KvType::F16);
+    let mut rounded = case(KvType::F32);
+    let kvd = N_KV * HD;
+    let round = |x: f32| f16::from_f32(x).to_f32();
+    for p in 0..rounded.n_pos {
+        let k: Vec<f32> = (0..kvd).map(|i| round(val(p, i))).collect();
+        let v: Vec<f32> = (0..kvd).map(|i| round(val(p + 1000, i))).collect();
+        rounded.cache.layers[0].write(p, &k, &v);
+    }
+    let n = rounded.n_pos;
+    let first_sparse = (0..n).find(|&p| !rounded.qsa.is_dense_at(p)).unwrap();
+    assert!(first_sparse + 8 < n, "the case runs sparse queries");
+    let w = N_HEAD * HD;
+    let (got, want) = (half_cache.run(0, n), rounded.run(0, n));
+    assert_eq!(got[first_sparse * w..], want[first_sparse * w..]);
+}
