@@ -11,7 +11,8 @@
 //!
 //! While every complete block fits the budget (`p ≤ budget + r − 2`) a query keeps all its
 //! tokens: it runs the dense kernel ([`super::attention::attention`]), whose results it then
-//! equals bit for bit. Later queries attend over their kept tokens here. Both choices depend
+//! equals bit for bit. Later queries attend over their kept tokens with the same arithmetic on
+//! gathered tiles ([`super::attention::attention_listed`]). Both choices depend
 //! only on the query's position and the cache, so a position's output does not depend on how
 //! many tokens share its call (batch invariance). Block keys are recomputed from the raw
 //! cached keys (`kr`, before norm and RoPE, [`crate::kv_cache::LayerKv::index_keys`]) on each
@@ -24,15 +25,12 @@
 use std::cell::RefCell;
 use std::ops::Range;
 
-use half::f16;
-use half::slice::HalfFloatSliceExt;
-
-use super::attention::{attention, AttnShape};
+use super::attention::{attention, attention_listed, AttnShape};
+use super::dot;
 use super::norm::rms_norm;
 use super::rope::Rope;
-use super::{dot, par_chunks};
-use crate::kv_cache::{KvRows, LayerKv};
-use crate::pool::Pool;
+use crate::kv_cache::LayerKv;
+use crate::pool::{Pool, Tiles};
 
 /// The indexer's shape and the budget of one QSA layer.
 #[derive(Clone, Copy, Debug)]
@@ -77,31 +75,32 @@ pub struct BlockKeys {
     mean: Vec<f32>,
 }
 
-/// Per-thread buffers of the sparse queries.
+/// Per-thread buffer of the sparse queries' selection: block scores, then (score, block)
+/// pairs being ranked.
 #[derive(Default)]
 struct Scratch {
-    /// Block scores, then (score, block) pairs being ranked.
     ranked: Vec<(f32, usize)>,
-    /// Kept positions, ascending.
-    positions: Vec<usize>,
-    /// Attention weights over the kept positions, `[group][positions]` (the query heads of
-    /// one KV head).
-    weights: Vec<f32>,
-    /// Each of those heads' sum of weights.
-    sums: Vec<f32>,
-    /// One key or value row in f32 (f16 caches).
-    row: Vec<f32>,
 }
+
+/// Sparse queries whose kept positions are listed at once (bounds the lists' memory: about
+/// 16 KiB a query at the real model's budget).
+const LIST_CHUNK: usize = 128;
 
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
     /// The pooling buffers of [`block_keys`] (calling thread).
     static POOLING: RefCell<BlockKeys> = RefCell::new(BlockKeys::default());
+    /// The kept positions of [`LIST_CHUNK`] queries (calling thread).
+    static LISTS: RefCell<Vec<Vec<usize>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Attention of `T = q.len() / (n_head·head_dim)` queries at positions `pos0 .. pos0+T`
 /// against the cache, restricted to each query's kept tokens. The cache already holds the
 /// keys, values and raw indexer keys of those positions.
+///
+/// A query past the budget attends over its kept positions with the dense kernel's arithmetic
+/// on gathered tiles ([`attention_listed`]), so it gets the bits dense attention would give
+/// over those keys alone, and a query keeping everything gets the dense kernel's.
 ///
 /// `q`: `[T][n_head·head_dim]` (normed and rotated); `iq`: `[T][ni·di]` indexer queries
 /// (normed and rotated); `out`: as `q`.
@@ -135,18 +134,29 @@ pub fn qsa_attention(
         .expect("a QSA layer caches indexer keys");
     let keys = &cache.keys[..n_blocks * qsa.head_dim];
     let iw = qsa.n_head * qsa.head_dim;
-    let sparse = &mut out[n_dense * width..];
-    par_chunks(pool, sparse, width, |r, o| {
-        SCRATCH.with(|sc| {
-            let sc = &mut *sc.borrow_mut();
-            for (i, o) in o.chunks_exact_mut(width).enumerate() {
-                let t = n_dense + r.start / width + i;
-                let p = pos0 + t;
-                let iq_t = &iq[t * iw..(t + 1) * iw];
-                kept_positions(iq_t, keys, p, qsa, sc);
-                attend_positions(&q[t * width..(t + 1) * width], kv, s, sc, o);
-            }
-        });
+    LISTS.with(|cell| {
+        let lists = &mut *cell.borrow_mut();
+        for t0 in (n_dense..t_n).step_by(LIST_CHUNK) {
+            let t1 = (t0 + LIST_CHUNK).min(t_n);
+            lists.resize(t1 - t0, Vec::new());
+            let chunk = (t1 - t0).div_ceil(pool.workers());
+            let tiles = Tiles::new(&mut lists[..], t1 - t0, chunk, 1);
+            let r = pool.for_each_tile(tiles, |tile| {
+                let first = t0 + tile.cols.start;
+                SCRATCH.with(|sc| {
+                    let ranked = &mut sc.borrow_mut().ranked;
+                    for (i, list) in tile.row_mut(0).iter_mut().enumerate() {
+                        let t = first + i;
+                        let iq_t = &iq[t * iw..(t + 1) * iw];
+                        kept_positions(iq_t, keys, pos0 + t, qsa, ranked, list);
+                    }
+                });
+                Ok::<(), ()>(())
+            });
+            r.expect("selection tasks do not fail");
+            let rows = t0 * width..t1 * width;
+            attention_listed(pool, &q[rows.clone()], kv, lists, s, &mut out[rows]);
+        }
     });
 }
 
@@ -216,102 +226,38 @@ fn pool_blocks<'a>(
     }
 }
 
-/// The positions the query at `p` keeps, ascending, into `sc.positions`: the best
-/// `budget / r` complete blocks by indexer score (ties broken as `torch.topk` breaks them,
-/// [`topk`]), then the tail.
-fn kept_positions(iq: &[f32], keys: &[f32], p: usize, qsa: &QsaShape, sc: &mut Scratch) {
+/// The positions the query at `p` keeps, ascending, into `out` (replacing its contents): the
+/// best `budget / r` complete blocks by indexer score (ties broken as `torch.topk` breaks
+/// them, [`topk`]), then the tail. `ranked`: a buffer.
+fn kept_positions(
+    iq: &[f32],
+    keys: &[f32],
+    p: usize,
+    qsa: &QsaShape,
+    ranked: &mut Vec<(f32, usize)>,
+    out: &mut Vec<usize>,
+) {
     let (r, di) = (qsa.ratio, qsa.head_dim);
     let nb = (p + 1) / r;
     let inv_sqrt = 1.0 / (di as f32).sqrt();
-    sc.ranked.clear();
+    ranked.clear();
     for (b, kb) in keys[..nb * di].chunks_exact(di).enumerate() {
         let s: f32 = iq
             .chunks_exact(di)
             .map(|qh| dot(qh, kb).max(0.0))
             .sum::<f32>()
             * inv_sqrt;
-        sc.ranked.push((s, b));
+        ranked.push((s, b));
     }
     let keep = qsa.max_blocks().min(nb);
-    torch_topk(&mut sc.ranked, keep);
-    sc.ranked.truncate(keep);
-    sc.ranked.sort_unstable_by_key(|(_, b)| *b);
-    sc.positions.clear();
-    for &(_, b) in &sc.ranked {
-        sc.positions.extend(b * r..(b + 1) * r);
+    torch_topk(ranked, keep);
+    ranked.truncate(keep);
+    ranked.sort_unstable_by_key(|(_, b)| *b);
+    out.clear();
+    for &(_, b) in ranked.iter() {
+        out.extend(b * r..(b + 1) * r);
     }
-    sc.positions.extend(nb * r..=p);
-}
-
-/// Softmax attention of one query row over `sc.positions` into `out` (`[n_head·head_dim]`).
-/// Per head: scores in position order, their maximum, weights `e^(s − max)` and their sum
-/// in order, then the weighted values in order, divided by the sum. The heads that share a
-/// KV head go together, position by position, so each cached row is converted once for
-/// all of them; each head's operations and their order are those of one head alone.
-fn attend_positions(q: &[f32], kv: &LayerKv, s: &AttnShape, sc: &mut Scratch, out: &mut [f32]) {
-    let (hd, group) = (s.head_dim, s.n_head / s.n_kv_head);
-    let (k_rows, v_rows) = (kv.k_rows(), kv.v_rows());
-    let Scratch {
-        positions,
-        weights,
-        sums,
-        row,
-        ..
-    } = sc;
-    let n = positions.len();
-    row.resize(hd, 0.0);
-    weights.resize(group * n, 0.0);
-    sums.resize(group, 0.0);
-    let width = group * hd;
-    for (kv_h, (qg, og)) in q
-        .chunks_exact(width)
-        .zip(out.chunks_exact_mut(width))
-        .enumerate()
-    {
-        let at = kv_h * hd;
-        for (i, &p) in positions.iter().enumerate() {
-            let k = row_f32(k_rows, p, at, hd, row);
-            for (g, qh) in qg.chunks_exact(hd).enumerate() {
-                weights[g * n + i] = dot(qh, k) * s.scale;
-            }
-        }
-        for (w, sum) in weights.chunks_exact_mut(n).zip(sums.iter_mut()) {
-            let max = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            *sum = 0.0;
-            for w in w.iter_mut() {
-                *w = (*w - max).exp();
-                *sum += *w;
-            }
-        }
-        og.fill(0.0);
-        for (i, &p) in positions.iter().enumerate() {
-            let v = row_f32(v_rows, p, at, hd, row);
-            for (g, oh) in og.chunks_exact_mut(hd).enumerate() {
-                let w = weights[g * n + i];
-                oh.iter_mut().zip(v).for_each(|(o, v)| *o += w * v);
-            }
-        }
-        for (oh, sum) in og.chunks_exact_mut(hd).zip(sums.iter()) {
-            let inv = 1.0 / sum;
-            oh.iter_mut().for_each(|o| *o *= inv);
-        }
-    }
-}
-
-/// The `hd` cached elements of position `p` from `at` on, as f32 (converted into `buf` from
-/// an f16 cache, with `half`'s slice conversion: F16C eight at a time where the CPU has it,
-/// exact as every f16 → f32 conversion is). Converting element by element (`f16::to_f32`,
-/// a call each) took 23 % of the qwen4exp IQ3_XXS cut's pp4096 (BENCHMARKS.md, 40th session).
-fn row_f32<'a>(rows: KvRows<'a>, p: usize, at: usize, hd: usize, buf: &'a mut [f32]) -> &'a [f32] {
-    match rows {
-        KvRows::F32(pg) => &pg.row(p)[at..at + hd],
-        KvRows::F16(pg) => {
-            let src: &[f16] = &pg.row(p)[at..at + hd];
-            let dst = &mut buf[..hd];
-            src.convert_to_f32_slice(dst);
-            dst
-        }
-    }
+    out.extend(nb * r..=p);
 }
 
 mod select;

@@ -15,7 +15,7 @@ use super::{AttnShape, K_TILE, SEGMENT};
 use crate::kv_cache::KvRows;
 
 /// Query heads of one token scored and folded together over a transposed key tile (AVX-512).
-const HEAD_BLOCK: usize = 4;
+pub(super) const HEAD_BLOCK: usize = 4;
 /// The same on AVX2, whose 16 registers hold the accumulators of two heads.
 const HEAD_BLOCK_AVX2: usize = 2;
 
@@ -39,14 +39,17 @@ pub(super) struct Job<'a> {
 #[derive(Default)]
 pub(super) struct Scratch {
     /// Queries `[n_q][hd]` (rounded to f16 with an f16 cache).
-    q: Vec<f32>,
+    pub(super) q: Vec<f32>,
     /// Softmax state of the queries.
     pub st: Online,
     /// Key tile transposed `[hd][K_TILE]`, value tile `[K_TILE][hd]` (f32 of an f16 cache).
-    kt: Vec<f32>,
-    v: Vec<f32>,
+    pub(super) kt: Vec<f32>,
+    pub(super) v: Vec<f32>,
     /// Scores `[n_q][K_TILE]` of the current tile.
-    sc: Vec<f32>,
+    pub(super) sc: Vec<f32>,
+    /// Gathered key rows `[K_TILE][hd]` before their transposition (`listed.rs`), as cached.
+    pub(super) gathered_f16: Vec<half::f16>,
+    pub(super) gathered_f32: Vec<f32>,
 }
 
 impl Scratch {
@@ -118,41 +121,63 @@ impl Scratch {
             self.load_keys(job, tile0, a..b);
             // Values of the tile: `(slice, stride)` with row 0 at position `tile0`.
             let (vals, v_stride) = self.values(job, tile0, a..b);
+            // Out of `self` while the folds borrow it (no copy, no allocation).
+            let converted = std::mem::take(&mut self.v);
             for t in toks.clone() {
                 let (ja, jb) = (a.max(first(t)), b.min(pos0 + t + 1));
                 if ja >= jb {
                     continue;
                 }
                 let js = ja - tile0..jb - tile0;
-                let v = vals.unwrap_or(&self.v);
+                let v = vals.unwrap_or(&converted);
                 let v = &v[js.start * v_stride..];
                 let qi0 = (t - toks.start) * group;
-                #[cfg(target_arch = "x86_64")]
-                if job.isa != Isa::Scalar {
-                    let (q, kt) = (&self.q, &self.kt);
-                    let heads = qi0..qi0 + group;
-                    fold_heads(
-                        job.isa,
-                        q,
-                        kt,
-                        &mut self.sc,
-                        &mut self.st,
-                        heads,
-                        hd,
-                        s.scale,
-                        js,
-                        v,
-                        v_stride,
-                    );
-                    continue;
-                }
-                for qi in qi0..qi0 + group {
-                    let q = &self.q[qi * hd..(qi + 1) * hd];
-                    let sc = score_columns(q, &self.kt, js.clone(), &mut self.sc);
-                    self.st.fold(qi, hd, s.scale, sc, v, v_stride);
-                }
+                self.fold_tile(job.isa, qi0..qi0 + group, hd, s.scale, js, v, v_stride);
             }
+            self.v = converted;
             tile0 += K_TILE;
+        }
+    }
+
+    /// Scores the queries `heads` (rows of `self.q`, one token's) against columns `js` of the
+    /// transposed key tile `kt` and folds them into their softmax state; the value of column
+    /// `j` is `v[(j − js.start)·v_stride ..][..hd]`. The same operations for every task, every
+    /// ISA (`fold_heads` on x86-64, `score_columns` + [`Online::fold`] otherwise).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(super) fn fold_tile(
+        &mut self,
+        isa: Isa,
+        heads: Range<usize>,
+        hd: usize,
+        scale: f32,
+        js: Range<usize>,
+        v: &[f32],
+        v_stride: usize,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if isa != Isa::Scalar {
+            let (q, kt) = (&self.q, &self.kt);
+            fold_heads(
+                isa,
+                q,
+                kt,
+                &mut self.sc,
+                &mut self.st,
+                heads,
+                hd,
+                scale,
+                js,
+                v,
+                v_stride,
+            );
+            return;
+        }
+        let _ = isa;
+        for qi in heads {
+            let q = &self.q[qi * hd..(qi + 1) * hd];
+            let sc = score_columns(q, &self.kt, js.clone(), &mut self.sc);
+            self.st.fold(qi, hd, scale, sc, v, v_stride);
         }
     }
 

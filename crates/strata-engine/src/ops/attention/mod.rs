@@ -13,9 +13,10 @@
 //! invariance), on the worker count, or on the CPU: every ISA path performs the same float
 //! operations in the same order (`lanes.rs`).
 //!
-//! Files: `kernel.rs` (one task), `lanes.rs` (dot products and f16 conversion, scalar
-//! reference and dispatch), `x86.rs` (their AVX-512 and AVX2 versions),
-//! `online.rs` (softmax state and the merge of chunks), `tests.rs`.
+//! Files: `kernel.rs` (one task), `listed.rs` (each query over its own list of positions:
+//! QSA's kept tokens), `lanes.rs` (dot products and f16 conversion, scalar reference and
+//! dispatch), `x86.rs` (their AVX-512 and AVX2 versions), `online.rs` (softmax state and the
+//! merge of chunks), `tests.rs`.
 
 use std::cell::RefCell;
 
@@ -24,11 +25,14 @@ use crate::pool::{Pool, Tiles};
 
 mod kernel;
 mod lanes;
+mod listed;
 mod online;
 #[cfg(test)]
 mod tests;
 #[cfg(target_arch = "x86_64")]
 mod x86;
+
+pub use listed::attention_listed;
 
 use kernel::{Job, Scratch};
 use lanes::Isa;

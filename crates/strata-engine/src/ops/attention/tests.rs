@@ -430,3 +430,169 @@ fn transpose_moves_every_element_on_every_path() {
         }
     }
 }
+
+/// A cache of `n_pos` positions with `n_kv · hd` keys and values a position.
+fn filled_cache(n_pos: usize, n_kv: usize, hd: usize, kv_type: KvType) -> KvCache {
+    let mut cache = KvCache::new(1, n_pos, n_kv * hd, kv_type);
+    let val = |p: usize, i: usize| ((p * 37 + i * 11) as f32 * 0.017).sin() * 3.0;
+    for p in 0..n_pos {
+        let k: Vec<f32> = (0..n_kv * hd).map(|i| val(p, i)).collect();
+        let v: Vec<f32> = (0..n_kv * hd).map(|i| val(p + 7000, i)).collect();
+        cache.layers[0].write(p, &k, &v);
+    }
+    cache
+}
+
+/// Kept positions as QSA keeps them: some whole blocks of 4 before the query's own
+/// (incomplete, maybe empty) block, chosen by a hash of the query's position (the last
+/// complete one always), then that block.
+fn qsa_like_list(p: usize) -> Vec<usize> {
+    let nb = (p + 1) / 4;
+    let mut list: Vec<usize> = (0..nb)
+        .filter(|b| (b * 2654435761 + p * 40503) % 7 < 3 || b + 1 == nb)
+        .flat_map(|b| 4 * b..4 * b + 4)
+        .collect();
+    list.extend(4 * nb..=p);
+    list
+}
+
+/// A query that lists every position up to its own gets the dense kernel's bits: in a
+/// prefill call and in a decode step, past several segments, on every ISA, f32 and f16.
+#[test]
+fn listing_every_position_is_the_dense_kernel_bit_for_bit() {
+    let n_pos = 600;
+    for (n_head, n_kv, hd) in [(6, 2, 72), (24, 2, 64), (4, 4, 40)] {
+        for kv_type in [KvType::F32, KvType::F16] {
+            let cache = filled_cache(n_pos, n_kv, hd, kv_type);
+            let shape = AttnShape {
+                n_head,
+                n_kv_head: n_kv,
+                head_dim: hd,
+                scale: 1.0 / (hd as f32).sqrt(),
+                window: None,
+            };
+            let width = n_head * hd;
+            for isa in isas() {
+                for (pos0, t_n) in [(0, 40), (530, 37), (599, 1), (300, 1), (257, 3)] {
+                    let q: Vec<f32> = (0..t_n * width)
+                        .map(|i| ((i + pos0 * width) as f32 * 0.29).cos())
+                        .collect();
+                    let mut dense = vec![0.0; q.len()];
+                    let kv = &cache.layers[0];
+                    attention_on(crate::pool::global(), isa, &q, kv, pos0, &shape, &mut dense);
+                    let lists: Vec<Vec<usize>> =
+                        (pos0..pos0 + t_n).map(|p| (0..=p).collect()).collect();
+                    let mut listed = vec![0.0; q.len()];
+                    let pool = crate::pool::global();
+                    listed::attention_listed_on(pool, isa, &q, kv, &lists, &shape, &mut listed);
+                    let same = dense
+                        .iter()
+                        .zip(&listed)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(
+                        same,
+                        "{isa:?} {kv_type:?} heads {n_head}/{n_kv} hd {hd} {t_n} from {pos0}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Listed positions against the naive f64 reference over exactly those keys (f32 cache).
+#[test]
+fn listed_positions_match_naive_reference() {
+    let (n_head, n_kv, hd, n_pos) = (6, 2, 72, 700);
+    let cache = filled_cache(n_pos, n_kv, hd, KvType::F32);
+    let shape = AttnShape {
+        n_head,
+        n_kv_head: n_kv,
+        head_dim: hd,
+        scale: 1.0 / (hd as f32).sqrt(),
+        window: None,
+    };
+    let width = n_head * hd;
+    let group = n_head / n_kv;
+    let kv = &cache.layers[0];
+    let positions = [3, 64, 200, 411, 699];
+    let lists: Vec<Vec<usize>> = positions.iter().map(|&p| qsa_like_list(p)).collect();
+    assert!(
+        lists[4].len() < 500 && lists[4].len() > 256,
+        "several segments, some dropped"
+    );
+    let q: Vec<f32> = (0..positions.len() * width)
+        .map(|i| (i as f32 * 0.31).cos())
+        .collect();
+    for isa in isas() {
+        let mut out = vec![0.0; q.len()];
+        listed::attention_listed_on(crate::pool::global(), isa, &q, kv, &lists, &shape, &mut out);
+        for (t, list) in lists.iter().enumerate() {
+            for h in 0..n_head {
+                let g = h / group;
+                let row = |rows: crate::kv_cache::KvRows<'_>, p: usize| match rows {
+                    crate::kv_cache::KvRows::F32(r) => r.row(p)[g * hd..(g + 1) * hd].to_vec(),
+                    crate::kv_cache::KvRows::F16(_) => unreachable!("an f32 cache"),
+                };
+                let ks: Vec<Vec<f32>> = list.iter().map(|&p| row(kv.k_rows(), p)).collect();
+                let vs: Vec<Vec<f32>> = list.iter().map(|&p| row(kv.v_rows(), p)).collect();
+                let qh = &q[t * width + h * hd..t * width + (h + 1) * hd];
+                let want = reference(qh, &ks, &vs, shape.scale, 0);
+                let got = &out[t * width + h * hd..t * width + (h + 1) * hd];
+                for (a, b) in got.iter().zip(&want) {
+                    assert!(
+                        (a - b).abs() < 1e-5,
+                        "{isa:?} query {t} head {h}: {a} vs {b}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A query's listed attention has the same bits alone, in any call it shares, and on every
+/// ISA (f32 and f16 caches).
+#[test]
+fn listed_output_is_independent_of_its_batch_and_isa() {
+    let (n_head, n_kv, hd, n_pos) = (6, 2, 72, 700);
+    for kv_type in [KvType::F32, KvType::F16] {
+        let cache = filled_cache(n_pos, n_kv, hd, kv_type);
+        let shape = AttnShape {
+            n_head,
+            n_kv_head: n_kv,
+            head_dim: hd,
+            scale: 1.0 / (hd as f32).sqrt(),
+            window: None,
+        };
+        let width = n_head * hd;
+        let q_all: Vec<f32> = (0..n_pos * width)
+            .map(|i| (i as f32 * 0.23).sin())
+            .collect();
+        let lists: Vec<Vec<usize>> = (0..n_pos).map(qsa_like_list).collect();
+        let mut want: Vec<u32> = Vec::new();
+        for isa in isas() {
+            let run = |pos0: usize, t_n: usize| {
+                let q = &q_all[pos0 * width..(pos0 + t_n) * width];
+                let mut out = vec![0.0; q.len()];
+                let (pool, kv) = (crate::pool::global(), &cache.layers[0]);
+                let lists = &lists[pos0..pos0 + t_n];
+                listed::attention_listed_on(pool, isa, q, kv, lists, &shape, &mut out);
+                out
+            };
+            if want.is_empty() {
+                want = (0..n_pos)
+                    .flat_map(|p| run(p, 1))
+                    .map(f32::to_bits)
+                    .collect();
+            }
+            for sizes in [&[700][..], &[3, 250, 17, 16, 2, 300, 112]] {
+                let mut pos0 = 0;
+                for &t_n in sizes {
+                    let got: Vec<u32> = run(pos0, t_n).into_iter().map(f32::to_bits).collect();
+                    let want = &want[pos0 * width..(pos0 + t_n) * width];
+                    assert!(got == want, "{isa:?} {kv_type:?}: {t_n} from {pos0}");
+                    pos0 += t_n;
+                }
+            }
+        }
+    }
+}
