@@ -27,6 +27,7 @@ use std::ops::Range;
 
 use super::attention::{attention, attention_listed, AttnShape};
 use super::dot;
+use super::exp::vectorized;
 use super::norm::rms_norm;
 use super::rope::Rope;
 use crate::kv_cache::LayerKv;
@@ -75,10 +76,12 @@ pub struct BlockKeys {
     mean: Vec<f32>,
 }
 
-/// Per-thread buffer of the sparse queries' selection: block scores, then (score, block)
-/// pairs being ranked.
+/// Per-thread buffers of the sparse queries' selection.
 #[derive(Default)]
 struct Scratch {
+    /// One query's block scores.
+    scores: Vec<f32>,
+    /// (score, block) pairs being ranked.
     ranked: Vec<(f32, usize)>,
 }
 
@@ -139,21 +142,33 @@ pub fn qsa_attention(
         for t0 in (n_dense..t_n).step_by(LIST_CHUNK) {
             let t1 = (t0 + LIST_CHUNK).min(t_n);
             lists.resize(t1 - t0, Vec::new());
-            let chunk = (t1 - t0).div_ceil(pool.workers());
-            let tiles = Tiles::new(&mut lists[..], t1 - t0, chunk, 1);
-            let r = pool.for_each_tile(tiles, |tile| {
-                let first = t0 + tile.cols.start;
+            let iq_t = |t: usize| &iq[t * iw..(t + 1) * iw];
+            if t1 - t0 >= pool.workers() {
+                // A task's queries one after another.
+                let chunk = (t1 - t0).div_ceil(pool.workers());
+                let tiles = Tiles::new(&mut lists[..], t1 - t0, chunk, 1);
+                let r = pool.for_each_tile(tiles, |tile| {
+                    let first = t0 + tile.cols.start;
+                    SCRATCH.with(|sc| {
+                        let sc = &mut *sc.borrow_mut();
+                        for (i, list) in tile.row_mut(0).iter_mut().enumerate() {
+                            let t = first + i;
+                            kept_positions(iq_t(t), keys, pos0 + t, qsa, sc, list, None);
+                        }
+                    });
+                    Ok::<(), ()>(())
+                });
+                r.expect("selection tasks do not fail");
+            } else {
+                // Fewer queries than workers (decode): each query's scores over the pool.
                 SCRATCH.with(|sc| {
-                    let ranked = &mut sc.borrow_mut().ranked;
-                    for (i, list) in tile.row_mut(0).iter_mut().enumerate() {
-                        let t = first + i;
-                        let iq_t = &iq[t * iw..(t + 1) * iw];
-                        kept_positions(iq_t, keys, pos0 + t, qsa, ranked, list);
+                    let sc = &mut *sc.borrow_mut();
+                    for (i, list) in lists.iter_mut().enumerate() {
+                        let t = t0 + i;
+                        kept_positions(iq_t(t), keys, pos0 + t, qsa, sc, list, Some(pool));
                     }
                 });
-                Ok::<(), ()>(())
-            });
-            r.expect("selection tasks do not fail");
+            }
             let rows = t0 * width..t1 * width;
             attention_listed(pool, &q[rows.clone()], kv, lists, s, &mut out[rows]);
         }
@@ -227,28 +242,36 @@ fn pool_blocks<'a>(
 }
 
 /// The positions the query at `p` keeps, ascending, into `out` (replacing its contents): the
-/// best `budget / r` complete blocks by indexer score (ties broken as `torch.topk` breaks
-/// them, [`topk`]), then the tail. `ranked`: a buffer.
+/// best `budget / r` complete blocks by indexer score ([`block_scores`]; ties broken as
+/// `torch.topk` breaks them, [`topk`]), then the tail. With a `pool`, many blocks (a decode
+/// step deep in the context) are scored in parallel parts, each score computed as alone.
 fn kept_positions(
     iq: &[f32],
     keys: &[f32],
     p: usize,
     qsa: &QsaShape,
-    ranked: &mut Vec<(f32, usize)>,
+    sc: &mut Scratch,
     out: &mut Vec<usize>,
+    pool: Option<&Pool>,
 ) {
     let (r, di) = (qsa.ratio, qsa.head_dim);
     let nb = (p + 1) / r;
-    let inv_sqrt = 1.0 / (di as f32).sqrt();
-    ranked.clear();
-    for (b, kb) in keys[..nb * di].chunks_exact(di).enumerate() {
-        let s: f32 = iq
-            .chunks_exact(di)
-            .map(|qh| dot(qh, kb).max(0.0))
-            .sum::<f32>()
-            * inv_sqrt;
-        ranked.push((s, b));
+    let Scratch { ranked, scores } = sc;
+    scores.resize(nb, 0.0);
+    match pool {
+        Some(pool) if nb >= PAR_SCORE_BLOCKS && pool.workers() > 1 => {
+            let part = nb.div_ceil(pool.workers());
+            let tiles = Tiles::new(&mut scores[..], nb, part, 1);
+            let r = pool.for_each_tile(tiles, |tile| {
+                block_scores(iq, keys, tile.cols.start, di, tile.row_mut(0));
+                Ok::<(), ()>(())
+            });
+            r.expect("scoring tasks do not fail");
+        }
+        _ => block_scores(iq, keys, 0, di, scores),
     }
+    ranked.clear();
+    ranked.extend(scores.iter().copied().zip(0..));
     let keep = qsa.max_blocks().min(nb);
     torch_topk(ranked, keep);
     ranked.truncate(keep);
@@ -258,6 +281,29 @@ fn kept_positions(
         out.extend(b * r..(b + 1) * r);
     }
     out.extend(nb * r..=p);
+}
+
+/// Blocks from which a lone query's scores are split over the pool (16K tokens at `r` = 4).
+const PAR_SCORE_BLOCKS: usize = 4096;
+
+/// The indexer scores of blocks `b0 .. b0 + out.len()` for one query into `out`:
+/// `s_b = Σ_h relu(qi_h · kb) / √di`, each dot in [`dot`]'s order, heads added in order.
+/// Compiled for the widest vector unit ([`vectorized`]): the same operations in the same
+/// order on every path, so the same bits.
+///
+/// `iq`: `[ni][di]`; `keys`: block keys `[n_blocks][di]`.
+fn block_scores(iq: &[f32], keys: &[f32], b0: usize, di: usize, out: &mut [f32]) {
+    let inv_sqrt = 1.0 / (di as f32).sqrt();
+    let keys = &keys[b0 * di..(b0 + out.len()) * di];
+    vectorized(|| {
+        for (s, kb) in out.iter_mut().zip(keys.chunks_exact(di)) {
+            *s = iq
+                .chunks_exact(di)
+                .map(|qh| dot(qh, kb).max(0.0))
+                .sum::<f32>()
+                * inv_sqrt;
+        }
+    });
 }
 
 mod select;

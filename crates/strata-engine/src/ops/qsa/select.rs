@@ -32,7 +32,7 @@ pub fn sparse_positions(
         .block_key_cache()
         .expect("a QSA layer caches indexer keys");
     SCRATCH.with(|sc| {
-        let ranked = &mut sc.borrow_mut().ranked;
+        let sc = &mut *sc.borrow_mut();
         for (t, list) in out.iter_mut().enumerate() {
             let p = pos0 + t;
             if qsa.is_dense_at(p) {
@@ -40,7 +40,7 @@ pub fn sparse_positions(
             }
             let nb = (p + 1) / qsa.ratio;
             let keys = &cache.keys[..nb * qsa.head_dim];
-            kept_positions(&iq[t * iw..(t + 1) * iw], keys, p, qsa, ranked, list);
+            kept_positions(&iq[t * iw..(t + 1) * iw], keys, p, qsa, sc, list, None);
         }
     });
 }

@@ -299,3 +299,35 @@ fn an_f16_cache_is_an_f32_cache_of_rounded_values() {
     assert!(first_sparse + 8 < n, "the case runs sparse queries");
     assert_eq!(half_cache.run(0, n), rounded.run(0, n));
 }
+
+/// A lone query deep in the context (a decode step) scores its blocks in parallel parts: the
+/// same scores, bit for bit, and the same kept positions as one part, whatever the pool.
+#[test]
+fn scores_split_over_the_pool_are_the_serial_ones() {
+    let qsa = QsaShape {
+        ratio: 4,
+        budget: 64,
+        n_head: NI,
+        head_dim: DI,
+        eps: 1e-6,
+    };
+    let p = 4 * PAR_SCORE_BLOCKS + 4 * 37 + 2;
+    let nb = (p + 1) / qsa.ratio;
+    let keys: Vec<f32> = (0..nb * DI).map(|i| val(5000, i)).collect();
+    let iq: Vec<f32> = (0..NI * DI).map(|i| val(6000, i)).collect();
+    let (mut serial, mut split) = (Scratch::default(), Scratch::default());
+    let (mut want, mut got) = (Vec::new(), Vec::new());
+    kept_positions(&iq, &keys, p, &qsa, &mut serial, &mut want, None);
+    for workers in [2, 3] {
+        let pool = crate::pool::Pool::new(crate::pool::PoolOptions {
+            workers,
+            ..Default::default()
+        });
+        kept_positions(&iq, &keys, p, &qsa, &mut split, &mut got, Some(&pool));
+        let bits = |s: &Scratch| s.scores.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&split), bits(&serial), "{workers} workers");
+        assert_eq!(got, want, "{workers} workers");
+    }
+    assert_eq!(want.len(), qsa.budget + (p + 1) % qsa.ratio);
+    assert!(serial.scores.iter().any(|&s| s > 0.0) && serial.scores.contains(&0.0));
+}
