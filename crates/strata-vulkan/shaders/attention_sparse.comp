@@ -3,8 +3,9 @@
 // kept tokens, qwen4exp), with the online softmax of attention.comp. idx holds, for query t
 // of this sequence, idx[2t] = the offset in idx of its positions and idx[2t + 1] = their
 // count; a query with none is left as it is (a dense query, written by attention.comp).
-// The cache is f32 or f16 (KV_F16, kv_cache.glsl). The queries are not rounded to f16 over an f16 cache: strata-engine's sparse path
-// (`ops::qsa`, `attend_positions`) converts the cached rows to f32 and keeps q as it is.
+// The cache is f32 or f16 (KV_F16, kv_cache.glsl). With round_q != 0 (the host cache holds f16
+// values) the queries are rounded to f16 first, as strata-engine's sparse path does
+// (`ops/attention/listed.rs`, the dense kernel's arithmetic) and attention.comp does.
 layout(constant_id = 0) const uint WG = 32;
 layout(local_size_x_id = 0) in;
 layout(push_constant) uniform Params {
@@ -14,6 +15,7 @@ layout(push_constant) uniform Params {
     uint n_kv_head;
     uint head_dim;
     float scale;
+    uint round_q;
 } p;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 #include "kv_cache.glsl"
@@ -42,7 +44,8 @@ void main() {
     const uint kv_off = (h / (p.n_head / p.n_kv_head)) * hd;
     const uint qo = (p.row0 + t) * p.n_head * hd + h * hd;
     for (uint i = tid; i < hd; i += WG) {
-        qs[i] = q[qo + i];
+        const float x = q[qo + i];
+        qs[i] = p.round_q != 0 ? unpackHalf2x16(packHalf2x16(vec2(x, 0.0))).x : x;
     }
     barrier();
     float acc[PER];

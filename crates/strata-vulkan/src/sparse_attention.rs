@@ -25,7 +25,8 @@ pub struct SparseDims {
     pub scale: f32,
     /// Positions in the caches (every listed position is below it).
     pub n_pos: usize,
-    /// The caches' format (the queries are not rounded: see `attention_sparse.comp`).
+    /// The caches' format (queries are rounded to f16 where it holds f16 values, as the
+    /// CPU rounds them: see `attention_sparse.comp`).
     pub kv: KvFormat,
 }
 
@@ -87,7 +88,7 @@ impl Kernels {
             KvFormat::F16 => ("attention_sparse_f16", shaders::ATTENTION_SPARSE_F16),
             _ => ("attention_sparse", shaders::ATTENTION_SPARSE),
         };
-        let p = self.pipeline(name, spirv, 5, 24, &[self.wg])?;
+        let p = self.pipeline(name, spirv, 5, 28, &[self.wg])?;
         let args = push(&[
             u32_of("attention_sparse", d.n_t)?,
             u32_of("attention_sparse", d.row0)?,
@@ -95,6 +96,7 @@ impl Kernels {
             u32_of("attention_sparse", d.n_kv_head)?,
             u32_of("attention_sparse", d.head_dim)?,
             d.scale.to_bits(),
+            u32::from(d.kv.holds_f16()),
         ]);
         let groups = [
             u32_of("attention_sparse", d.n_head)?,

@@ -338,13 +338,7 @@ fn prefill_and_decode_outputs_are_bit_identical_on_every_isa() {
 fn query_output_is_independent_of_its_batch() {
     let (n_head, n_kv, hd, n_pos) = (6, 2, 72, 700);
     for kv_type in [KvType::F32, KvType::F16] {
-        let mut cache = KvCache::new(1, n_pos, n_kv * hd, kv_type);
-        let val = |p: usize, i: usize| ((p * 37 + i * 11) as f32 * 0.017).sin() * 3.0;
-        for p in 0..n_pos {
-            let k: Vec<f32> = (0..n_kv * hd).map(|i| val(p, i)).collect();
-            let v: Vec<f32> = (0..n_kv * hd).map(|i| val(p + 7000, i)).collect();
-            cache.layers[0].write(p, &k, &v);
-        }
+        let cache = filled_cache(n_pos, n_kv, hd, kv_type);
         let width = n_head * hd;
         let q_all: Vec<f32> = (0..n_pos * width)
             .map(|i| (i as f32 * 0.31).cos())
@@ -431,6 +425,18 @@ fn transpose_moves_every_element_on_every_path() {
     }
 }
 
+/// Full causal attention of `n_head` query heads over `n_kv` KV heads of `hd`, scaled by
+/// `1/√hd`.
+fn causal(n_head: usize, n_kv: usize, hd: usize) -> AttnShape {
+    AttnShape {
+        n_head,
+        n_kv_head: n_kv,
+        head_dim: hd,
+        scale: 1.0 / (hd as f32).sqrt(),
+        window: None,
+    }
+}
+
 /// A cache of `n_pos` positions with `n_kv · hd` keys and values a position.
 fn filled_cache(n_pos: usize, n_kv: usize, hd: usize, kv_type: KvType) -> KvCache {
     let mut cache = KvCache::new(1, n_pos, n_kv * hd, kv_type);
@@ -464,13 +470,7 @@ fn listing_every_position_is_the_dense_kernel_bit_for_bit() {
     for (n_head, n_kv, hd) in [(6, 2, 72), (24, 2, 64), (4, 4, 40)] {
         for kv_type in [KvType::F32, KvType::F16] {
             let cache = filled_cache(n_pos, n_kv, hd, kv_type);
-            let shape = AttnShape {
-                n_head,
-                n_kv_head: n_kv,
-                head_dim: hd,
-                scale: 1.0 / (hd as f32).sqrt(),
-                window: None,
-            };
+            let shape = causal(n_head, n_kv, hd);
             let width = n_head * hd;
             for isa in isas() {
                 for (pos0, t_n) in [(0, 40), (530, 37), (599, 1), (300, 1), (257, 3)] {
@@ -504,13 +504,7 @@ fn listing_every_position_is_the_dense_kernel_bit_for_bit() {
 fn listed_positions_match_naive_reference() {
     let (n_head, n_kv, hd, n_pos) = (6, 2, 72, 700);
     let cache = filled_cache(n_pos, n_kv, hd, KvType::F32);
-    let shape = AttnShape {
-        n_head,
-        n_kv_head: n_kv,
-        head_dim: hd,
-        scale: 1.0 / (hd as f32).sqrt(),
-        window: None,
-    };
+    let shape = causal(n_head, n_kv, hd);
     let width = n_head * hd;
     let group = n_head / n_kv;
     let kv = &cache.layers[0];
@@ -556,13 +550,7 @@ fn listed_output_is_independent_of_its_batch_and_isa() {
     let (n_head, n_kv, hd, n_pos) = (6, 2, 72, 700);
     for kv_type in [KvType::F32, KvType::F16] {
         let cache = filled_cache(n_pos, n_kv, hd, kv_type);
-        let shape = AttnShape {
-            n_head,
-            n_kv_head: n_kv,
-            head_dim: hd,
-            scale: 1.0 / (hd as f32).sqrt(),
-            window: None,
-        };
+        let shape = causal(n_head, n_kv, hd);
         let width = n_head * hd;
         let q_all: Vec<f32> = (0..n_pos * width)
             .map(|i| (i as f32 * 0.23).sin())
