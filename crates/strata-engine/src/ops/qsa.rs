@@ -136,43 +136,60 @@ pub fn qsa_attention(
         .block_key_cache()
         .expect("a QSA layer caches indexer keys");
     let keys = &cache.keys[..n_blocks * qsa.head_dim];
-    let iw = qsa.n_head * qsa.head_dim;
     LISTS.with(|cell| {
         let lists = &mut *cell.borrow_mut();
         for t0 in (n_dense..t_n).step_by(LIST_CHUNK) {
             let t1 = (t0 + LIST_CHUNK).min(t_n);
             lists.resize(t1 - t0, Vec::new());
-            let iq_t = |t: usize| &iq[t * iw..(t + 1) * iw];
-            if t1 - t0 >= pool.workers() {
-                // A task's queries one after another.
-                let chunk = (t1 - t0).div_ceil(pool.workers());
-                let tiles = Tiles::new(&mut lists[..], t1 - t0, chunk, 1);
-                let r = pool.for_each_tile(tiles, |tile| {
-                    let first = t0 + tile.cols.start;
-                    SCRATCH.with(|sc| {
-                        let sc = &mut *sc.borrow_mut();
-                        for (i, list) in tile.row_mut(0).iter_mut().enumerate() {
-                            let t = first + i;
-                            kept_positions(iq_t(t), keys, pos0 + t, qsa, sc, list, None);
-                        }
-                    });
-                    Ok::<(), ()>(())
-                });
-                r.expect("selection tasks do not fail");
-            } else {
-                // Fewer queries than workers (decode): each query's scores over the pool.
-                SCRATCH.with(|sc| {
-                    let sc = &mut *sc.borrow_mut();
-                    for (i, list) in lists.iter_mut().enumerate() {
-                        let t = t0 + i;
-                        kept_positions(iq_t(t), keys, pos0 + t, qsa, sc, list, Some(pool));
-                    }
-                });
-            }
+            select_kept(pool, iq, keys, pos0, t0, qsa, lists);
             let rows = t0 * width..t1 * width;
             attention_listed(pool, &q[rows.clone()], kv, lists, s, &mut out[rows]);
         }
     });
+}
+
+/// The kept positions ([`kept_positions`]) of the queries `t0 .. t0 + lists.len()` of a call
+/// starting at `pos0`, all past the budget, into `lists`. Many queries (prefill) go in parallel,
+/// one task's after another; fewer than the workers (decode) one at a time, each query's
+/// block scores split over the pool. Either way each list is the same.
+///
+/// `iq`: the call's indexer queries `[T][ni·di]`; `keys`: block keys `[≥ blocks][di]`.
+fn select_kept(
+    pool: &Pool,
+    iq: &[f32],
+    keys: &[f32],
+    pos0: usize,
+    t0: usize,
+    qsa: &QsaShape,
+    lists: &mut [Vec<usize>],
+) {
+    let iw = qsa.n_head * qsa.head_dim;
+    let iq_t = |t: usize| &iq[t * iw..(t + 1) * iw];
+    let n = lists.len();
+    if n >= pool.workers() {
+        let chunk = n.div_ceil(pool.workers());
+        let tiles = Tiles::new(lists, n, chunk, 1);
+        let r = pool.for_each_tile(tiles, |tile| {
+            let first = t0 + tile.cols.start;
+            SCRATCH.with(|sc| {
+                let sc = &mut *sc.borrow_mut();
+                for (i, list) in tile.row_mut(0).iter_mut().enumerate() {
+                    let t = first + i;
+                    kept_positions(iq_t(t), keys, pos0 + t, qsa, sc, list, None);
+                }
+            });
+            Ok::<(), ()>(())
+        });
+        r.expect("selection tasks do not fail");
+    } else {
+        SCRATCH.with(|sc| {
+            let sc = &mut *sc.borrow_mut();
+            for (i, list) in lists.iter_mut().enumerate() {
+                let t = t0 + i;
+                kept_positions(iq_t(t), keys, pos0 + t, qsa, sc, list, Some(pool));
+            }
+        });
+    }
 }
 
 /// Brings the layer's block-key cache up to its first `n_blocks` complete blocks: pools only
