@@ -102,8 +102,9 @@ thread_local! {
 /// keys, values and raw indexer keys of those positions.
 ///
 /// A query past the budget attends over its kept positions with the dense kernel's arithmetic
-/// on gathered tiles ([`attention_listed`]), so it gets the bits dense attention would give
-/// over those keys alone, and a query keeping everything gets the dense kernel's.
+/// on gathered tiles ([`attention_listed`]): the same operations in the same order as for a
+/// tile of consecutive positions, so a list of every position would give the dense kernel's
+/// bits.
 ///
 /// `q`: `[T][n_head·head_dim]` (normed and rotated); `iq`: `[T][ni·di]` indexer queries
 /// (normed and rotated); `out`: as `q`.
