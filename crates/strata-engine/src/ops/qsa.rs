@@ -14,9 +14,10 @@
 //! equals bit for bit. Later queries attend over their kept tokens with the same arithmetic on
 //! gathered tiles ([`super::attention::attention_listed`]). Both choices depend
 //! only on the query's position and the cache, so a position's output does not depend on how
-//! many tokens share its call (batch invariance). Block keys are recomputed from the raw
-//! cached keys (`kr`, before norm and RoPE, [`crate::kv_cache::LayerKv::index_keys`]) on each
-//! call, always the same way.
+//! many tokens share its call (batch invariance). Block keys are pooled from the raw cached
+//! keys (`kr`, before norm and RoPE, [`crate::kv_cache::LayerKv::index_keys`]) once per
+//! complete block and cached beside them; a rewritten position (a rollback) has its block and
+//! the later ones pooled again, always the same way.
 //!
 //! Source: transformers `modeling_qwen4_exp.py`, `Qwen4ExpTextQSAIndexer.forward` and
 //! `Qwen4ExpTextAttention.forward` (llama.cpp `src/models/qwen4exp.cpp`, `build_qsa_top_k`,
@@ -57,6 +58,12 @@ impl QsaShape {
     /// Whether the query at `pos` keeps every token before it.
     pub fn is_dense_at(&self, pos: usize) -> bool {
         (pos + 1) / self.ratio <= self.max_blocks()
+    }
+
+    /// How many of the `t_n` queries at `pos0 ..` keep every token: they come first, since
+    /// a query keeps everything up to a position.
+    fn n_dense(&self, pos0: usize, t_n: usize) -> usize {
+        (0..t_n).take_while(|t| self.is_dense_at(pos0 + t)).count()
     }
 }
 
@@ -122,7 +129,7 @@ pub fn qsa_attention(
 ) {
     let width = s.n_head * s.head_dim;
     let t_n = q.len() / width;
-    let n_dense = (0..t_n).take_while(|t| qsa.is_dense_at(pos0 + t)).count();
+    let n_dense = qsa.n_dense(pos0, t_n);
     if n_dense > 0 {
         let rows = 0..n_dense * width;
         attention(pool, &q[rows.clone()], kv, pos0, s, &mut out[rows]);

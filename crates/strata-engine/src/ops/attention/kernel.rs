@@ -15,7 +15,7 @@ use super::{AttnShape, K_TILE, SEGMENT};
 use crate::kv_cache::KvRows;
 
 /// Query heads of one token scored and folded together over a transposed key tile (AVX-512).
-pub(super) const HEAD_BLOCK: usize = 4;
+const HEAD_BLOCK: usize = 4;
 /// The same on AVX2, whose 16 registers hold the accumulators of two heads.
 const HEAD_BLOCK_AVX2: usize = 2;
 
@@ -95,16 +95,10 @@ impl Scratch {
         self.q.clear();
         for t in toks.clone() {
             let qt = &job.q[(t * s.n_head + job.g * group) * hd..][..group * hd];
-            if f16 {
-                lanes::extend_rounded_f16(job.isa, qt, &mut self.q);
-            } else {
-                self.q.extend_from_slice(qt);
-            }
+            self.push_queries(job.isa, f16, qt);
         }
         self.st.reset(n_q, hd);
-        self.v.resize(K_TILE * hd, 0.0);
-        self.kt.resize(hd * K_TILE, 0.0);
-        self.sc.resize(HEAD_BLOCK * K_TILE, 0.0);
+        self.size_tiles(hd);
         // Keys visible to token t: first(t) .. pos0 + t + 1; both ends grow with t.
         let first = |t: usize| match s.window {
             Some(w) => (pos0 + t + 1).saturating_sub(w),
@@ -137,6 +131,25 @@ impl Scratch {
             self.v = converted;
             tile0 += K_TILE;
         }
+    }
+
+    /// Appends query rows `qt` to `self.q`, rounded to f16 first over an f16 cache (`f16`), as
+    /// ggml's `mul_mat` rounds its f32 operand against f16 weights.
+    #[inline(always)]
+    pub(super) fn push_queries(&mut self, isa: Isa, f16: bool, qt: &[f32]) {
+        if f16 {
+            lanes::extend_rounded_f16(isa, qt, &mut self.q);
+        } else {
+            self.q.extend_from_slice(qt);
+        }
+    }
+
+    /// Sizes the tile buffers (`v`, `kt`, `sc`) for heads of `hd`.
+    #[inline(always)]
+    pub(super) fn size_tiles(&mut self, hd: usize) {
+        self.v.resize(K_TILE * hd, 0.0);
+        self.kt.resize(hd * K_TILE, 0.0);
+        self.sc.resize(HEAD_BLOCK * K_TILE, 0.0);
     }
 
     /// Scores the queries `heads` (rows of `self.q`, one token's) against columns `js` of the

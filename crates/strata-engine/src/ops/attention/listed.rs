@@ -87,7 +87,7 @@ pub(super) fn attention_listed_on(
                             positions: &list[seg],
                             isa,
                         });
-                        sc.st.write_partial_row(tile.row_mut(k), group, hd);
+                        sc.st.write_partial_row(0, tile.row_mut(k), group, hd);
                     }
                 });
                 Ok::<(), ()>(())
@@ -148,14 +148,9 @@ impl Scratch {
         let (hd, group) = (s.head_dim, s.n_head / s.n_kv_head);
         let qg = &job.q[job.g * group * hd..(job.g + 1) * group * hd];
         self.q.clear();
-        match job.k {
-            KvRows::F16(_) => lanes::extend_rounded_f16(job.isa, qg, &mut self.q),
-            KvRows::F32(_) => self.q.extend_from_slice(qg),
-        }
+        self.push_queries(job.isa, matches!(job.k, KvRows::F16(_)), qg);
         self.st.reset(group, hd);
-        self.v.resize(K_TILE * hd, 0.0);
-        self.kt.resize(hd * K_TILE, 0.0);
-        self.sc.resize(super::kernel::HEAD_BLOCK * K_TILE, 0.0);
+        self.size_tiles(hd);
         let head = job.g * hd..(job.g + 1) * hd;
         for tile in job.positions.chunks(K_TILE) {
             let n = tile.len();

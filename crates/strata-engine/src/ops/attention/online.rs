@@ -190,18 +190,13 @@ impl Online {
     /// (`[tokens][group·(hd + 2)]`).
     pub fn write_partial(&self, tile: &mut Tile<'_, f32>, group: usize, hd: usize) {
         for k in 0..tile.rows.len() {
-            self.write_partial_of(k * group, tile.row_mut(k), group, hd);
+            self.write_partial_row(k * group, tile.row_mut(k), group, hd);
         }
     }
 
-    /// Writes the current segment's `(m, l, o)` of queries `0..group` (one token's heads)
-    /// into `row` (`[group·(hd + 2)]`).
-    pub fn write_partial_row(&self, row: &mut [f32], group: usize, hd: usize) {
-        self.write_partial_of(0, row, group, hd);
-    }
-
-    /// `(m, l, o)` of queries `qi0 .. qi0 + group` into `row`.
-    fn write_partial_of(&self, qi0: usize, row: &mut [f32], group: usize, hd: usize) {
+    /// Writes the current segment's `(m, l, o)` of queries `qi0 .. qi0 + group` (one token's
+    /// heads) into `row` (`[group·(hd + 2)]`).
+    pub fn write_partial_row(&self, qi0: usize, row: &mut [f32], group: usize, hd: usize) {
         for (h, dst) in row.chunks_exact_mut(hd + 2).take(group).enumerate() {
             let qi = qi0 + h;
             dst[0] = self.m[qi];

@@ -27,8 +27,7 @@ pub fn sparse_positions(
     let t_n = iq.len().checked_div(iw).unwrap_or(0);
     out.resize(t_n, Vec::new());
     out.iter_mut().for_each(Vec::clear);
-    // Dense queries come first (a query keeps everything up to a position).
-    let n_dense = (0..t_n).take_while(|t| qsa.is_dense_at(pos0 + t)).count();
+    let n_dense = qsa.n_dense(pos0, t_n);
     if n_dense == t_n {
         return;
     }
