@@ -345,11 +345,10 @@ pub fn load_model(
     let small = strata_engine::model::UBATCH;
     if args.ubatch.is_none()
         && model.ubatch() > small
-        && (model.device().is_some()
-            || memory::check_session(c, n_ctx, args.kv, model.ubatch()).is_err())
+        && memory::check_session(c, n_ctx, args.kv, model.ubatch()).is_err()
     {
-        // The larger MoE default (`default_ubatch`) only on the CPU and where it fits; the
-        // check below then speaks for 512. A GPU's activation buffers are not budgeted for it.
+        // The larger MoE default (`default_ubatch`) only where it fits; the check below then
+        // speaks for 512. (With a GPU the engine's default is 512 already.)
         model.set_ubatch(small)?;
     }
     memory::check_session(c, n_ctx, args.kv, model.ubatch())?;

@@ -34,7 +34,9 @@ pub const UBATCH_MOE_MAX: usize = 2048;
 /// their speed ([`default_ubatch`]).
 const TOKENS_PER_EXPERT: usize = 32;
 
-/// The tokens per forward run a model of `cfg` loads with: [`UBATCH`], or for an MoE model
+/// The tokens per forward run a model of `cfg` runs with until [`Model::set_ubatch`]. With
+/// layers on a device (`on_device`) [`UBATCH`]: its activation buffers are not budgeted for
+/// larger runs. On the CPU [`UBATCH`], or for an MoE model
 /// whose runs of [`UBATCH`] tokens give each routed expert fewer than 32 tokens on average
 /// (`UBATCH · n_expert_used / n_expert`), the power of two from there that gives it 32, at
 /// most [`UBATCH_MOE_MAX`]: 2048 for Qwen3-Next and qwen4exp (512 experts, top-10: 10 tokens
@@ -47,8 +49,8 @@ const TOKENS_PER_EXPERT: usize = 32;
 /// Q4_K cut 0.94–1.37× (median 1.13) (BENCHMARKS.md, 40th session). The activations grow
 /// with the run (about 1.6 GB more for qwen4exp at 2048 than at 512); results never depend
 /// on it (`tests/batch_invariance.rs`).
-pub fn default_ubatch(cfg: &ModelConfig) -> usize {
-    let Some(moe) = cfg.moe else {
+pub fn default_ubatch(cfg: &ModelConfig, on_device: bool) -> usize {
+    let Some(moe) = cfg.moe.filter(|_| !on_device) else {
         return UBATCH;
     };
     // `ModelConfig::from_metadata` refuses `n_expert_used` of 0.
@@ -105,7 +107,8 @@ pub struct Model {
     chat_template: Option<ChatTemplate>,
     /// The runner's activation buffers (one run at a time).
     ws: Mutex<Workspace<HostMem>>,
-    /// Most tokens per run.
+    /// Most tokens per run as set by [`Model::set_ubatch`]; 0 until then (the default,
+    /// [`Model::ubatch`]).
     ubatch: AtomicUsize,
 }
 
@@ -146,7 +149,6 @@ impl Model {
             }
             None => None,
         };
-        let ubatch = AtomicUsize::new(default_ubatch(&config));
         Ok(Model {
             gguf,
             config,
@@ -156,7 +158,7 @@ impl Model {
             tokenizer,
             chat_template,
             ws: Mutex::new(Workspace::default()),
-            ubatch,
+            ubatch: AtomicUsize::new(0),
         })
     }
 
@@ -266,10 +268,14 @@ impl Model {
     }
 
     /// Most tokens per forward run (`--ubatch`): longer inputs run in pieces of this size,
-    /// which bounds the runner's activation memory. Results do not depend on it. A model
-    /// loads with [`default_ubatch`] of its config.
+    /// which bounds the runner's activation memory. Results do not depend on it. Until
+    /// [`Model::set_ubatch`] it is [`default_ubatch`] of the config on the CPU, and [`UBATCH`]
+    /// once a device runs layers ([`Model::set_device_from`]).
     pub fn ubatch(&self) -> usize {
-        self.ubatch.load(Ordering::Relaxed)
+        match self.ubatch.load(Ordering::Relaxed) {
+            0 => default_ubatch(&self.config, self.device.is_some()),
+            n => n,
+        }
     }
 
     /// Sets [`Model::ubatch`]. Errors: `n` outside `1..=8192`.

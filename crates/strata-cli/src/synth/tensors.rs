@@ -379,7 +379,8 @@ mod tests {
 
     /// The run size each preset's model loads with (`strata_engine::model::default_ubatch`):
     /// 2048 where 512-token runs give a routed expert about 10 tokens (512 experts, top-10),
-    /// 512 for dense models and for Qwen3-30B-A3B (128 experts, top-8: 32 an expert).
+    /// 512 for dense models and for Qwen3-30B-A3B (128 experts, top-8: 32 an expert); 512 for
+    /// every model whose layers run on a device.
     #[test]
     fn moe_models_with_many_experts_a_token_default_to_larger_runs() {
         use strata_engine::model::default_ubatch;
@@ -392,7 +393,9 @@ mod tests {
         ] {
             let mut s = Spec::preset(preset).unwrap();
             s.n_vocab = s.n_vocab.max(256);
-            assert_eq!(default_ubatch(&config(&s)), want, "{preset}");
+            let c = config(&s);
+            assert_eq!(default_ubatch(&c, false), want, "{preset}");
+            assert_eq!(default_ubatch(&c, true), 512, "{preset} on a device");
         }
     }
 
