@@ -415,10 +415,10 @@ macro_rules! avxvnni_entry_points {
             $features,
             // IQ3_XXS in block order, as the GEMM kernel (`gemm/x86/iq3_xxs_lanes.rs`).
             |ty, row, act| match ty {
-                GgmlType::IQ3_XXS => Some(avx2::iq3::iq3_xxs_block_order::<$int_dot>(
-                    crate::blocks(row),
-                    crate::blocks(act),
-                )),
+                GgmlType::IQ3_XXS => Some(avx2::iq3::block_order::<
+                    crate::iq3::BlockIQ3_XXS,
+                    $int_dot,
+                >(crate::blocks(row), crate::blocks(act),)),
                 _ => avx2::vec_dot::<$int_dot>(ty, row, act),
             },
             |ty, src, dst| avx2::quantize(ty, src, dst),

@@ -9,15 +9,13 @@ use std::marker::PhantomData;
 use super::super::tile::{run, Job, Tile, FEW_MAX};
 use super::avx2::{add_scaled, offset_groups, SignedLattice};
 use super::reduce::{hsum4_ps128, lanes, reduce4};
-use super::{block_order, iq3_xxs_lanes};
+use super::{block_order, iq3_xxs_lanes, lattice_lanes};
 use crate::dot::x86::avx2::legacy as avx2;
 use crate::dot::x86::avx512::k_quants::{load_pair, scale_pick, AffineK};
 use crate::dot::x86::avx512::legacy::{affine_pair, Affine};
 use crate::dot::x86::avx512::q4_k;
 use crate::dot::x86::hsum_ps;
 use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps128, Avx512Vnni};
-use crate::iq2::BlockIQ2_S;
-use crate::iq3::BlockIQ3_S;
 use crate::iq4::BlockIQ4_XS;
 use crate::iq_tables::KVALUES_IQ4NL;
 use crate::k_quants::scales_mins_k4;
@@ -48,8 +46,8 @@ pub(super) unsafe fn gemm(ty: GgmlType, job: Job<'_>) -> bool {
         T::Q6_K => run::<Q6K, 4, 4>(job),
         T::IQ4_XS => run::<IQ4XS, 4, 4>(job),
         T::IQ3_XXS => iq3_xxs_lanes::gemm(job),
-        T::IQ3_S => run::<Lattice<BlockIQ3_S>, 2, 4>(job),
-        T::IQ2_S => run::<Lattice<BlockIQ2_S>, 2, 4>(job),
+        T::IQ3_S => lattice_lanes::gemm_iq3_s(job),
+        T::IQ2_S => lattice_lanes::gemm_iq2_s(job),
         _ => false,
     }
 }

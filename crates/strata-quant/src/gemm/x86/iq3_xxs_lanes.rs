@@ -35,22 +35,20 @@ use std::mem::{offset_of, size_of};
 
 use super::super::tile::{run, Job, Tile};
 use super::avx2;
+use super::avx2::SignedLattice;
 use super::avx512::{lattice_sums, Lattice};
 use super::block_order_lanes_avx2::transpose8;
 use super::paired_lattice::{self, PairedLattice};
 use super::token_lanes::{self, lane_tokens, TokenLanes};
-use crate::dot::x86::avx2::iq3::iq3_xxs_partials;
+use crate::dot::x86::avx2::iq3::{block_d, Partials};
 use crate::dot::x86::avx2::lattice::{even_sign_masks, u32_at};
 use crate::dot::x86::avx2::legacy::{add4_in_order, block_sums4, block_term, hsum_epi32, terms4};
-use crate::dot::x86::{f16, f16x4, Avx512Vnni, IntDot};
+use crate::dot::x86::{f16x4, Avx512Vnni, IntDot};
 use crate::iq3::BlockIQ3_XXS;
 use crate::q8_k::BlockQ8_K;
 
 /// Tokens from which a job runs with tokens in the lanes.
 pub(super) const TOKEN_LANES_MIN: usize = 6;
-
-/// The constant IQ3_XXS's sum ends multiplied by (its scale formula's 1/4).
-const FINAL: f32 = 0.25;
 
 /// `job` in block order: where the CPU has VBMI and BITALG, `iq3_xxs_vbmi::gemm` (its tile
 /// for a few tokens, the lanes with its decode from there); elsewhere [`PairChain`] on the
@@ -66,12 +64,29 @@ pub(super) unsafe fn gemm(job: Job<'_>) -> bool {
         // SAFETY: the rest of the features are this function's; VBMI and BITALG were probed.
         return unsafe { super::iq3_xxs_vbmi::gemm(job) };
     }
+    lanes_or_chain::<Lookup<Avx512Vnni>, LatticeXxs, 8>(job)
+}
+
+/// `job` on AVX-512: [`PairChain`] on the per-pair lattice tile `L` for 2 to
+/// `TOKEN_LANES_MIN - 1` tokens (`false`, nothing written, for one: the `vec_dot` row loop
+/// takes it); [`Lanes16`] with `D`'s decode from there, the tokens after its last whole group
+/// of 16 on [`PairChain`] where that is cheaper ([`token_lanes::split_tail`]). Both keep
+/// `vec_dot`'s block order, so every route gives its bits.
+///
+/// # Safety
+/// As for [`gemm`], and `D`'s instructions are available.
+#[inline(always)]
+pub(super) unsafe fn lanes_or_chain<D, L, const NG: usize>(job: Job<'_>) -> bool
+where
+    D: BlockDecode<NG>,
+    L: LatticeTile<W = D::W>,
+{
     if job.n_tok < TOKEN_LANES_MIN {
-        return run::<PairChain<LatticeXxs>, 2, 4>(job);
+        return run::<PairChain<L>, 2, 4>(job);
     }
     // `PairChain` leaves one token alone to the caller, so tails from two.
-    if let Some(tail) = lanes16::<Lookup<Avx512Vnni>>(job, 2..TOKEN_LANES_MIN) {
-        let written = run::<PairChain<LatticeXxs>, 2, 4>(tail);
+    if let Some(tail) = lanes16::<D, NG>(job, 2..TOKEN_LANES_MIN) {
+        let written = run::<PairChain<L>, 2, 4>(tail);
         assert!(written, "a tail of more than one token");
     }
     true
@@ -84,12 +99,12 @@ pub(super) unsafe fn gemm(job: Job<'_>) -> bool {
 /// # Safety
 /// As for [`gemm`], and `D`'s instructions are available.
 #[inline(always)]
-pub(super) unsafe fn lanes16<D: BlockDecode>(
+pub(super) unsafe fn lanes16<D: BlockDecode<NG>, const NG: usize>(
     job: Job<'_>,
     tails: std::ops::Range<usize>,
 ) -> Option<Job<'_>> {
     let (lanes, tail) = token_lanes::split_tail(job, 16, tails);
-    token_lanes::run::<Lanes16<D>, LANES16_R>(lanes);
+    token_lanes::run::<Lanes16<D, NG>, LANES16_R>(lanes);
     tail
 }
 
@@ -106,8 +121,8 @@ pub(super) unsafe fn lanes16<D: BlockDecode>(
 /// against 124–125, 32 tokens 117 against 142–145, 64 tokens 124 against 158–161.
 const LANES16_R: usize = 8;
 
-/// A per-pair IQ3_XXS lattice tile (`avx512.rs`, `avx2.rs`) as [`PairChain`] uses it.
-pub(super) trait LatticeTile: Tile<W = BlockIQ3_XXS, A = BlockQ8_K> {
+/// A per-pair lattice tile (`avx512.rs`, `avx2.rs`) as [`PairChain`] uses it.
+pub(super) trait LatticeTile: Tile<A = BlockQ8_K, W: Partials> {
     /// The integer dot of the tile's `vec_dot` (for the tail blocks).
     type Int: IntDot;
     /// [`Tile::FEW_GROUP`] of the chain.
@@ -122,7 +137,7 @@ pub(super) trait LatticeTile: Tile<W = BlockIQ3_XXS, A = BlockQ8_K> {
 
 type LatticeXxs = Lattice<BlockIQ3_XXS>;
 
-impl LatticeTile for LatticeXxs {
+impl<X: SignedLattice + Partials> LatticeTile for Lattice<X> {
     type Int = Avx512Vnni;
     const CHAIN_FEW_GROUP: usize = 8;
     #[inline(always)]
@@ -163,7 +178,7 @@ impl<M: IntDot> LatticeTile for Lattice256<M> {
 pub(super) struct PairChain<L>(PhantomData<L>);
 
 impl<L: LatticeTile> Tile for PairChain<L> {
-    type W = BlockIQ3_XXS;
+    type W = L::W;
     type A = BlockQ8_K;
     const STEP: usize = 4;
     const CHAINS: usize = 1;
@@ -175,7 +190,7 @@ impl<L: LatticeTile> Tile for PairChain<L> {
     type Acc = f32;
 
     #[inline(always)]
-    unsafe fn decode(w: *const BlockIQ3_XXS) -> Self::Dec {
+    unsafe fn decode(w: *const L::W) -> Self::Dec {
         [
             L::decode(w),
             L::decode(w.add(1)),
@@ -210,46 +225,46 @@ impl<L: LatticeTile> Tile for PairChain<L> {
     }
     /// The blocks after the last whole step as `vec_dot` takes them.
     #[inline(always)]
-    unsafe fn finish(acc: [f32; 2], w: &[BlockIQ3_XXS], a: &[BlockQ8_K]) -> f32 {
+    unsafe fn finish(acc: [f32; 2], w: &[L::W], a: &[BlockQ8_K]) -> f32 {
         let mut sum = acc[0];
         for (x, y) in w.iter().zip(a) {
-            let block = hsum_epi32(iq3_xxs_partials::<L::Int>(x, y));
-            sum = block_term(sum, block, f16(x.d), y.scale());
+            let block = hsum_epi32(x.partials::<L::Int>(y));
+            sum = block_term(sum, block, block_d(x), y.scale());
         }
-        FINAL * sum
+        <L::W as Partials>::FINAL * sum
     }
 }
 
 /// One decoded block of one row: the 256 weights biased to unsigned (`w + 64`) as 64 dwords
-/// (4 bytes each, in the decoder's slot order: [`BlockDecode::slot`]), the 8 groups' odd
-/// multipliers `2 s + 1` as [`word_pair`]s, and `d_x`.
+/// (4 bytes each, in the decoder's slot order: [`BlockDecode::slot`]), the `NG` groups' odd
+/// multipliers `2 s + 1` as [`word_pair`]s (8 groups of 32, or IQ2_S's 16 of 16), and `d_x`.
 #[derive(Clone, Copy)]
 #[repr(C)]
-pub(super) struct RowBlock {
+pub(super) struct RowBlock<const NG: usize = 8> {
     q: [i32; 64],
-    ls: [i32; 8],
+    ls: [i32; NG],
     d: f32,
 }
 
 /// One activation block of a token group (16 tokens in [`Zmm`], 8 in [`Ymm`]): register `k`
 /// holds the 4 bytes of each token (lane = token) that meet the weights of slot `k` (bytes
 /// `4k..4k + 4` in element order; [`BlockDecode::slot`]), `neg[g]` holds `-64 Σ y` over group
-/// `g` (the start that cancels the weights' bias) and `d` the tokens' `d_y`. Lanes past the
-/// last token hold `y = 0`, `d_y = 0`.
+/// `g` of `NG` (the start that cancels the weights' bias) and `d` the tokens' `d_y`. Lanes
+/// past the last token hold `y = 0`, `d_y = 0`.
 #[repr(C, align(64))]
-pub(super) struct ActBlock<V: LaneOps> {
+pub(super) struct ActBlock<V: LaneOps, const NG: usize = 8> {
     q: [V::I; 64],
-    neg: [V::I; 8],
+    neg: [V::I; NG],
     d: V::F,
 }
 
-impl<V: LaneOps> Clone for ActBlock<V> {
+impl<V: LaneOps, const NG: usize> Clone for ActBlock<V, NG> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<V: LaneOps> Copy for ActBlock<V> {}
+impl<V: LaneOps, const NG: usize> Copy for ActBlock<V, NG> {}
 
 /// The register operations of the tokens-in-lanes tile ([`lanes_tile`]), on the 16 lanes of
 /// a 512-bit register ([`Zmm`]) or the 8 of a 256-bit one ([`Ymm`]).
@@ -368,7 +383,7 @@ pub(super) trait Spread<V: LaneOps> {
     unsafe fn d(&self) -> V::F;
 }
 
-impl<V: LaneOps> Spread<V> for RowBlock {
+impl<V: LaneOps, const NG: usize> Spread<V> for RowBlock<NG> {
     #[inline(always)]
     unsafe fn q(&self, k: usize) -> V::I {
         V::splat_i(self.q[k])
@@ -384,12 +399,12 @@ impl<V: LaneOps> Spread<V> for RowBlock {
 }
 
 /// `R` decoded row blocks × one token group over `nb` blocks (the [`TokenLanes::tile`] of
-/// [`Lanes16`], [`Lanes8`] and the row pairs'), decoded by `D`. Per block: for each group,
-/// eight `vpdpbusd` per row, four from `neg` and four from zero in two chains added at the
-/// end (its slots in `D`'s order: exact i32 sums, so any order gives the same bits), each
-/// activation register loaded once for the `R` rows; the
-/// group's multiplier ([`LaneOps::add_multiple`]); then the block's term
-/// `(d_x · d_y) · block`, added in block order; at the end times 1/4.
+/// [`Lanes16`], [`Lanes8`] and the row pairs'), decoded by `D`. Per block: for each of the
+/// `NG` groups, `64 / NG` `vpdpbusd` per row (eight for groups of 32), half from `neg` and
+/// half from zero in two chains added at the end (its slots in `D`'s order: exact i32 sums,
+/// so any order gives the same bits), each activation register loaded once for the `R` rows;
+/// the group's multiplier ([`LaneOps::add_multiple`]); then the block's term
+/// `(d_x · d_y) · block`, added in block order; at the end times [`BlockDecode::FINAL`].
 ///
 /// Criterion on Intel Xeon family 6 model 207 (`expert/IQ3_XXS/gemm`, 512 × 2048, one core,
 /// G products/s, two rounds), `vpmulld` and one chain a row against [`LaneOps::add_multiple`]
@@ -399,22 +414,27 @@ impl<V: LaneOps> Spread<V> for RowBlock {
 /// # Safety
 /// `V`'s instructions are available; `rows` holds `R · nb` blocks, `acts` `nb`.
 #[inline(always)]
-pub(super) unsafe fn lanes_tile<V: LaneOps, B: Spread<V>, D: BlockDecode, const R: usize>(
+pub(super) unsafe fn lanes_tile<V, B, D, const R: usize, const NG: usize>(
     rows: *const B,
-    acts: *const ActBlock<V>,
+    acts: *const ActBlock<V, NG>,
     nb: usize,
-) -> [V::F; R] {
+) -> [V::F; R]
+where
+    V: LaneOps,
+    B: Spread<V>,
+    D: BlockDecode<NG>,
+{
     let mut acc = [V::splat_f(0.0); R];
     for b in 0..nb {
         let act = &*acts.add(b);
         let row = rows.add(b * R);
         let mut sum = [V::splat_i(0); R];
-        for g in 0..8 {
+        for g in 0..NG {
             // Even and odd dwords in two chains: with `vpdpbusd`'s 5 cycles of latency
             // (Intel, uops.info), `R` chains of eight would leave the ports idle.
             let mut t = [act.neg[g]; R];
             let mut odd = [V::splat_i(0); R];
-            for j in (0..8).step_by(2) {
+            for j in (0..64 / NG).step_by(2) {
                 let (k, k_odd) = (D::slot(g, j), D::slot(g, j + 1));
                 let (y, y_odd) = (act.q[k], act.q[k_odd]);
                 for (i, t) in t.iter_mut().enumerate() {
@@ -437,7 +457,7 @@ pub(super) unsafe fn lanes_tile<V: LaneOps, B: Spread<V>, D: BlockDecode, const 
     }
     // No closures: they would not inherit the caller's target features.
     for acc in acc.iter_mut() {
-        *acc = V::mul_f(*acc, V::splat_f(FINAL));
+        *acc = V::mul_f(*acc, V::splat_f(D::FINAL));
     }
     acc
 }
@@ -460,8 +480,14 @@ pub(super) fn word_pair(m: i32) -> i32 {
     m | (m << 24)
 }
 
-/// How the tokens-in-lanes kernels decode a weight block, and in which order its dwords lie.
-pub(super) trait BlockDecode {
+/// How the tokens-in-lanes kernels decode a weight block of `NG` groups (each with its odd
+/// multiplier: 8 groups of 32 for IQ3_XXS and IQ3_S, 16 of 16 for IQ2_S), and in which order
+/// its dwords lie.
+pub(super) trait BlockDecode<const NG: usize = 8> {
+    /// The weight block (256 lattice weights).
+    type W: Partials;
+    /// The constant the sums end multiplied by (the scale formula's: IQ3_XXS 1/4).
+    const FINAL: f32 = <Self::W as Partials>::FINAL;
     /// Whether the decoded dwords are in another order than the elements' (then the
     /// activations go through [`BlockDecode::reorder`] before the repacking reads them).
     const REORDERED: bool = false;
@@ -472,12 +498,13 @@ pub(super) trait BlockDecode {
     ///
     /// # Safety
     /// The decoder's CPU features are available.
-    unsafe fn decode(x: &BlockIQ3_XXS, q: &mut [i32; 64]) -> ([i32; 8], f32);
+    unsafe fn decode(x: &Self::W, q: &mut [i32; 64]) -> ([i32; NG], f32);
 
-    /// The slot (0..64) of group `g`'s dword `j` (0..8): `8 g + j` in element order.
+    /// The slot (0..64) of group `g`'s dword `j` (0..64 / NG): `(64 / NG) g + j` in element
+    /// order.
     #[inline(always)]
     fn slot(g: usize, j: usize) -> usize {
-        8 * g + j
+        64 / NG * g + j
     }
 
     /// A token's 256 activations (`y`) as 64 dwords in slot order into `dst`: dword `k` holds
@@ -503,6 +530,7 @@ pub(super) trait BlockDecode {
 pub(super) struct Lookup<M>(PhantomData<M>);
 
 impl<M: IntDot> BlockDecode for Lookup<M> {
+    type W = BlockIQ3_XXS;
     #[inline(always)]
     unsafe fn decode(x: &BlockIQ3_XXS, q: &mut [i32; 64]) -> ([i32; 8], f32) {
         let bias = _mm256_set1_epi8(BIAS);
@@ -527,7 +555,11 @@ impl<M: IntDot> BlockDecode for Lookup<M> {
 /// # Safety
 /// `D`'s CPU features are available; `dst` has room.
 #[inline(always)]
-unsafe fn decode_row<D: BlockDecode>(row: &[BlockIQ3_XXS], dst: *mut RowBlock, stride: usize) {
+unsafe fn decode_row<D: BlockDecode<NG>, const NG: usize>(
+    row: &[D::W],
+    dst: *mut RowBlock<NG>,
+    stride: usize,
+) {
     for (b, x) in row.iter().enumerate() {
         let out = &mut *dst.add(b * stride);
         let ls;
@@ -545,13 +577,13 @@ unsafe fn decode_row<D: BlockDecode>(row: &[BlockIQ3_XXS], dst: *mut RowBlock, s
 /// # Safety
 /// AVX-512 F, BW and VNNI are available; `dst` has room for `(g1 - g0) · nb` blocks.
 #[inline(always)]
-pub(super) unsafe fn repack_zmm<D: BlockDecode>(
+pub(super) unsafe fn repack_zmm<D: BlockDecode<NG>, const NG: usize>(
     a: &[BlockQ8_K],
     nb: usize,
     n_tok: usize,
     g0: usize,
     g1: usize,
-    dst: *mut ActBlock<Zmm>,
+    dst: *mut ActBlock<Zmm, NG>,
     side: usize,
 ) {
     let per_group = 16 / side;
@@ -578,9 +610,9 @@ pub(super) unsafe fn repack_zmm<D: BlockDecode>(
             } else {
                 (block.add(offset_of!(BlockQ8_K, qs)), offsets)
             };
-            for group in 0..8 {
+            for group in 0..NG {
                 let mut sum = zero;
-                for j in 0..8 {
+                for j in 0..64 / NG {
                     let k = D::slot(group, j);
                     let src = qs.add(4 * k).cast();
                     let q = _mm512_mask_i32gather_epi32::<1>(zero, mask, q_offsets, src);
@@ -595,14 +627,15 @@ pub(super) unsafe fn repack_zmm<D: BlockDecode>(
     }
 }
 
-/// IQ3_XXS with 16 tokens in the lanes (run by `token_lanes.rs`), blocks decoded by `D`.
-pub(super) struct Lanes16<D>(PhantomData<D>);
+/// A lattice format with 16 tokens in the lanes (run by `token_lanes.rs`), blocks decoded by
+/// `D` into `NG` groups.
+pub(super) struct Lanes16<D, const NG: usize = 8>(PhantomData<D>);
 
-impl<D: BlockDecode> TokenLanes for Lanes16<D> {
-    type W = BlockIQ3_XXS;
+impl<D: BlockDecode<NG>, const NG: usize> TokenLanes for Lanes16<D, NG> {
+    type W = D::W;
     type A = BlockQ8_K;
-    type RowBlock = RowBlock;
-    type ActBlock = ActBlock<Zmm>;
+    type RowBlock = RowBlock<NG>;
+    type ActBlock = ActBlock<Zmm, NG>;
     type Sums = __m512;
     const LANES: usize = 16;
     const ACT_BYTES: usize = 512 << 10;
@@ -614,23 +647,23 @@ impl<D: BlockDecode> TokenLanes for Lanes16<D> {
         n_tok: usize,
         g0: usize,
         g1: usize,
-        dst: *mut ActBlock<Zmm>,
+        dst: *mut ActBlock<Zmm, NG>,
     ) {
-        repack_zmm::<D>(a, nb, n_tok, g0, g1, dst, 1)
+        repack_zmm::<D, NG>(a, nb, n_tok, g0, g1, dst, 1)
     }
 
     #[inline(always)]
-    unsafe fn decode_rows(rows: &[&[BlockIQ3_XXS]], dst: *mut RowBlock, stride: usize) {
-        decode_row::<D>(rows[0], dst, stride)
+    unsafe fn decode_rows(rows: &[&[D::W]], dst: *mut RowBlock<NG>, stride: usize) {
+        decode_row::<D, NG>(rows[0], dst, stride)
     }
 
     #[inline(always)]
     unsafe fn tile<const R: usize>(
-        rows: *const RowBlock,
-        acts: *const ActBlock<Zmm>,
+        rows: *const RowBlock<NG>,
+        acts: *const ActBlock<Zmm, NG>,
         nb: usize,
     ) -> [__m512; R] {
-        lanes_tile::<Zmm, RowBlock, D, R>(rows, acts, nb)
+        lanes_tile::<Zmm, RowBlock<NG>, D, R, NG>(rows, acts, nb)
     }
 }
 
@@ -723,7 +756,7 @@ impl<M: IntDot> TokenLanes for Lanes8<M> {
 
     #[inline(always)]
     unsafe fn decode_rows(rows: &[&[BlockIQ3_XXS]], dst: *mut RowBlock, stride: usize) {
-        decode_row::<Lookup<M>>(rows[0], dst, stride)
+        decode_row::<Lookup<M>, 8>(rows[0], dst, stride)
     }
 
     #[inline(always)]
@@ -732,6 +765,6 @@ impl<M: IntDot> TokenLanes for Lanes8<M> {
         acts: *const ActBlock<Ymm<M>>,
         nb: usize,
     ) -> [__m256; R] {
-        lanes_tile::<Ymm<M>, RowBlock, Lookup<M>, R>(rows, acts, nb)
+        lanes_tile::<Ymm<M>, RowBlock, Lookup<M>, R, 8>(rows, acts, nb)
     }
 }

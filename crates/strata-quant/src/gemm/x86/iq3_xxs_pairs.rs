@@ -64,7 +64,7 @@ pub(super) struct Sides<D, const S: usize>(PhantomData<D>);
 /// A row pair and 8 tokens a register: 4 to 8 tokens.
 pub(super) type Pairs8<D> = Sides<D, 2>;
 
-impl<D: BlockDecode, const S: usize> TokenLanes for Sides<D, S> {
+impl<D: BlockDecode<W = BlockIQ3_XXS>, const S: usize> TokenLanes for Sides<D, S> {
     type W = BlockIQ3_XXS;
     type A = BlockQ8_K;
     type RowBlock = SideBlock<S>;
@@ -83,7 +83,7 @@ impl<D: BlockDecode, const S: usize> TokenLanes for Sides<D, S> {
         g1: usize,
         dst: *mut ActBlock<Zmm>,
     ) {
-        repack_zmm::<D>(a, nb, n_tok, g0, g1, dst, S)
+        repack_zmm::<D, 8>(a, nb, n_tok, g0, g1, dst, S)
     }
 
     /// The rows' blocks decoded as for [`Lanes16`](super::iq3_xxs_lanes::Lanes16), their
@@ -138,6 +138,6 @@ impl<D: BlockDecode, const S: usize> TokenLanes for Sides<D, S> {
         acts: *const ActBlock<Zmm>,
         nb: usize,
     ) -> [__m512; R] {
-        lanes_tile::<Zmm, SideBlock<S>, D, R>(rows, acts, nb)
+        lanes_tile::<Zmm, SideBlock<S>, D, R, 8>(rows, acts, nb)
     }
 }

@@ -65,7 +65,7 @@ pub(super) unsafe fn gemm(job: Job<'_>) -> bool {
     // tokens 184–193 → 198–201, 24 tokens 220–236 → 236–241, 40 tokens 251–261 → 265–271 with
     // these tails, against 16 in the lanes and a [`Vbmi`] tail.
     let tails = 1..Pairs8::<Permutes>::LANES + 1;
-    if let Some(tail) = lanes16::<Permutes>(job, tails) {
+    if let Some(tail) = lanes16::<Permutes, 8>(job, tails) {
         // Fewer than 9 tokens: the few-token branches above, which write every entry.
         let written = gemm(tail);
         assert!(written, "the few-token routes take any tail");
@@ -102,6 +102,7 @@ const REORDER: [[u8; 64]; 4] = {
 };
 
 impl BlockDecode for Permutes {
+    type W = BlockIQ3_XXS;
     const REORDERED: bool = true;
 
     #[inline(always)]

@@ -16,6 +16,7 @@ mod block_order_pairs;
 mod iq3_xxs_lanes;
 mod iq3_xxs_pairs;
 mod iq3_xxs_vbmi;
+mod lattice_lanes;
 mod paired_lattice;
 mod reduce;
 mod row_quad;

@@ -7,6 +7,7 @@
 use std::arch::x86_64::*;
 
 use super::super::{block_ptr, f16x4, hsum_ps, load32, IntDot};
+use super::iq3::Partials;
 use super::lattice::{
     bits_at, even_signs, negate_where, pick_pair, points64, split_scales, u16_at, u32_at,
 };
@@ -82,6 +83,38 @@ pub(crate) unsafe fn iq2_xs<M: IntDot>(x: &[BlockIQ2_XS], y: &[BlockQ8_K]) -> f3
     0.125 * hsum_ps(acc)
 }
 
+/// One IQ2_S block's exact i32 partial sums (see [`Partials`]).
+///
+/// # Safety
+/// As for [`iq2_xxs`].
+#[inline(always)]
+pub(crate) unsafe fn iq2_s_partials<M: IntDot>(x: &BlockIQ2_S, y: &BlockQ8_K) -> __m256i {
+    let scales = nibble_scales(&x.scales);
+    let mut sums = [_mm256_setzero_si256(); 2];
+    for ib in 0..8 {
+        let qh = x.qh[ib] as usize;
+        let g = |l: usize| IQ2S_GRID[x.qs[4 * ib + l] as usize | ((qh >> (2 * l)) & 3) << 8];
+        let grid = points64([g(0), g(1), g(2), g(3)]);
+        let yq = negate_where(
+            load32(y.qs.as_ptr().add(32 * ib)),
+            bits_at(&x.qs, 32 + 4 * ib),
+        );
+        let ls = pick_pair(scales[ib / 4], 2 * (ib % 4));
+        sums[ib % 2] = M::madd_i16(sums[ib % 2], _mm256_maddubs_epi16(grid, yq), ls);
+    }
+    _mm256_add_epi32(sums[0], sums[1])
+}
+
+impl Partials for BlockIQ2_S {
+    const FINAL: f32 = 0.125;
+    #[inline(always)]
+    unsafe fn partials<M: IntDot>(&self, y: &BlockQ8_K) -> __m256i {
+        iq2_s_partials::<M>(self, y)
+    }
+}
+
+/// `vec_dot` with one f32 sum per lane (the AVX2 path's order).
+///
 /// # Safety
 /// As for [`iq2_xxs`].
 #[inline(always)]
@@ -89,20 +122,7 @@ pub(crate) unsafe fn iq2_s<M: IntDot>(x: &[BlockIQ2_S], y: &[BlockQ8_K]) -> f32 
     assert_eq!(x.len(), y.len(), "vec_dot block counts");
     let mut acc = _mm256_setzero_ps();
     for (x, y) in x.iter().zip(y) {
-        let scales = nibble_scales(&x.scales);
-        let mut sums = [_mm256_setzero_si256(); 2];
-        for ib in 0..8 {
-            let qh = x.qh[ib] as usize;
-            let g = |l: usize| IQ2S_GRID[x.qs[4 * ib + l] as usize | ((qh >> (2 * l)) & 3) << 8];
-            let grid = points64([g(0), g(1), g(2), g(3)]);
-            let yq = negate_where(
-                load32(y.qs.as_ptr().add(32 * ib)),
-                bits_at(&x.qs, 32 + 4 * ib),
-            );
-            let ls = pick_pair(scales[ib / 4], 2 * (ib % 4));
-            sums[ib % 2] = M::madd_i16(sums[ib % 2], _mm256_maddubs_epi16(grid, yq), ls);
-        }
-        acc = add_block(acc, x, y, _mm256_add_epi32(sums[0], sums[1]));
+        acc = add_block(acc, x, y, iq2_s_partials::<M>(x, y));
     }
     0.125 * hsum_ps(acc)
 }

@@ -6,7 +6,7 @@
 use std::arch::x86_64::*;
 use std::mem::size_of;
 
-use super::super::{f16, hsum_ps, load32, IntDot};
+use super::super::{block_ptr, f16x4, hsum_ps, load32, IntDot};
 use super::iq2::add_block;
 use super::lattice::{bits_at, even_sign_masks, negate_where, points32, u16_at, u32_at};
 use super::legacy::{add4_in_order, block_sums4, block_term, halves4, hsum_epi32, terms4};
@@ -73,28 +73,59 @@ pub(crate) unsafe fn iq3_xxs<M: IntDot>(x: &[BlockIQ3_XXS], y: &[BlockQ8_K]) -> 
     0.25 * hsum_ps(acc)
 }
 
+/// A lattice format's exact per-block integer lanes (the AVX2 kernels' i32 accumulators),
+/// for the block-order `vec_dot` ([`block_order`]) and the GEMM tiles that keep its order.
+pub(crate) trait Partials: crate::Block {
+    /// The constant the scalar reference multiplies its sum by at the end (IQ2_S 1/8,
+    /// IQ3_XXS 1/4, IQ3_S 1).
+    const FINAL: f32;
+    /// The block's 8 exact i32 lanes of `Σ_g (2 s_g + 1) Σ w y` against `y`: they add up to
+    /// the scalar reference's block sum.
+    ///
+    /// # Safety
+    /// AVX2, FMA, F16C and `M`'s instructions are available.
+    unsafe fn partials<M: IntDot>(&self, y: &BlockQ8_K) -> __m256i;
+}
+
+impl Partials for BlockIQ3_XXS {
+    const FINAL: f32 = 0.25;
+    #[inline(always)]
+    unsafe fn partials<M: IntDot>(&self, y: &BlockQ8_K) -> __m256i {
+        iq3_xxs_partials::<M>(self, y)
+    }
+}
+
+impl Partials for BlockIQ3_S {
+    const FINAL: f32 = 1.0;
+    #[inline(always)]
+    unsafe fn partials<M: IntDot>(&self, y: &BlockQ8_K) -> __m256i {
+        iq3_s_partials::<M>(self, y)
+    }
+}
+
 /// `vec_dot` in block order, the scalar reference's (`dot/iq.rs`): each block's exact i32 sum,
-/// converted, times `d_x · d_y`, added to one f32 sum, block after block; then times 1/4. Equal
-/// to the scalar reference bit for bit, and the order in which a register of 16 tokens can
-/// run (`gemm/x86/iq3_xxs_lanes.rs`).
+/// converted, times `d_x · d_y`, added to one f32 sum, block after block; then times
+/// [`Partials::FINAL`]. Equal to the scalar reference bit for bit, and the order in which a
+/// register of 16 tokens can run (`gemm/x86/iq3_xxs_lanes.rs`). `X`'s `d` is its first field,
+/// an f16.
 ///
 /// # Safety
 /// AVX2, FMA, F16C and `M`'s instructions are available.
 #[inline(always)]
-pub(crate) unsafe fn iq3_xxs_block_order<M: IntDot>(x: &[BlockIQ3_XXS], y: &[BlockQ8_K]) -> f32 {
+pub(crate) unsafe fn block_order<X: Partials, M: IntDot>(x: &[X], y: &[BlockQ8_K]) -> f32 {
     assert_eq!(x.len(), y.len(), "vec_dot block counts");
     let mut sum = 0.0f32;
     // Four blocks a step: their sums reduced together, their terms added in order.
     let whole = x.len() / 4 * 4;
     for b in (0..whole).step_by(4) {
         let v = [
-            iq3_xxs_partials::<M>(&x[b], &y[b]),
-            iq3_xxs_partials::<M>(&x[b + 1], &y[b + 1]),
-            iq3_xxs_partials::<M>(&x[b + 2], &y[b + 2]),
-            iq3_xxs_partials::<M>(&x[b + 3], &y[b + 3]),
+            x[b].partials::<M>(&y[b]),
+            x[b + 1].partials::<M>(&y[b + 1]),
+            x[b + 2].partials::<M>(&y[b + 2]),
+            x[b + 3].partials::<M>(&y[b + 3]),
         ];
         // The blocks' f16 `d` (their first field) through F16C.
-        let dx = halves4(x[b..].as_ptr().cast(), size_of::<BlockIQ3_XXS>());
+        let dx = halves4(x[b..].as_ptr().cast(), size_of::<X>());
         let dy = _mm_setr_ps(
             y[b].scale(),
             y[b + 1].scale(),
@@ -104,10 +135,19 @@ pub(crate) unsafe fn iq3_xxs_block_order<M: IntDot>(x: &[BlockIQ3_XXS], y: &[Blo
         sum = add4_in_order(sum, terms4(block_sums4(v), dx, dy));
     }
     for (x, y) in x[whole..].iter().zip(&y[whole..]) {
-        let block = hsum_epi32(iq3_xxs_partials::<M>(x, y));
-        sum = block_term(sum, block, f16(x.d), y.scale());
+        let block = hsum_epi32(x.partials::<M>(y));
+        sum = block_term(sum, block, block_d(x), y.scale());
     }
-    0.25 * sum
+    X::FINAL * sum
+}
+
+/// A lattice block's `d` (its first field, an f16) as f32.
+///
+/// # Safety
+/// F16C is available; `X`'s first field is an f16.
+#[inline(always)]
+pub(crate) unsafe fn block_d<X>(x: &X) -> f32 {
+    _mm_cvtss_f32(f16x4(block_ptr(x)))
 }
 
 /// The 64 nine-bit grid indices of an IQ3_S block, computed 16 at a time: byte `qs[j]` with
@@ -132,6 +172,38 @@ pub(crate) unsafe fn iq3_s_indices(x: &BlockIQ3_S) -> [u16; 64] {
     index
 }
 
+/// One IQ3_S block's exact i32 partial sums (see [`Partials`]).
+///
+/// # Safety
+/// As for [`iq3_xxs`].
+#[inline(always)]
+pub(crate) unsafe fn iq3_s_partials<M: IntDot>(x: &BlockIQ3_S, y: &BlockQ8_K) -> __m256i {
+    let index = iq3_s_indices(x);
+    let mut sums = [_mm256_setzero_si256(); 2];
+    for ib in 0..8 {
+        let grid = if M::GATHER {
+            let at = index.as_ptr().add(8 * ib).cast();
+            let index = _mm256_cvtepu16_epi32(_mm_loadu_si128(at));
+            // SAFETY: every index has 9 bits, IQ3S_GRID has 512 entries.
+            _mm256_i32gather_epi32::<4>(IQ3S_GRID.as_ptr().cast(), index)
+        } else {
+            points32(std::array::from_fn(|k| {
+                IQ3S_GRID[(index[8 * ib + k] & 511) as usize]
+            }))
+        };
+        let yq = negate_where(
+            load32(y.qs.as_ptr().add(32 * ib)),
+            bits_at(&x.signs, 4 * ib),
+        );
+        let s = (x.scales[ib / 2] >> (4 * (ib % 2))) & 0x0f;
+        let ls = _mm256_set1_epi16(2 * s as i16 + 1);
+        sums[ib % 2] = M::madd_i16(sums[ib % 2], _mm256_maddubs_epi16(grid, yq), ls);
+    }
+    _mm256_add_epi32(sums[0], sums[1])
+}
+
+/// `vec_dot` with one f32 sum per lane (the AVX2 path's order).
+///
 /// # Safety
 /// As for [`iq3_xxs`].
 #[inline(always)]
@@ -139,28 +211,7 @@ pub(crate) unsafe fn iq3_s<M: IntDot>(x: &[BlockIQ3_S], y: &[BlockQ8_K]) -> f32 
     assert_eq!(x.len(), y.len(), "vec_dot block counts");
     let mut acc = _mm256_setzero_ps();
     for (x, y) in x.iter().zip(y) {
-        let index = iq3_s_indices(x);
-        let mut sums = [_mm256_setzero_si256(); 2];
-        for ib in 0..8 {
-            let grid = if M::GATHER {
-                let at = index.as_ptr().add(8 * ib).cast();
-                let index = _mm256_cvtepu16_epi32(_mm_loadu_si128(at));
-                // SAFETY: every index has 9 bits, IQ3S_GRID has 512 entries.
-                _mm256_i32gather_epi32::<4>(IQ3S_GRID.as_ptr().cast(), index)
-            } else {
-                points32(std::array::from_fn(|k| {
-                    IQ3S_GRID[(index[8 * ib + k] & 511) as usize]
-                }))
-            };
-            let yq = negate_where(
-                load32(y.qs.as_ptr().add(32 * ib)),
-                bits_at(&x.signs, 4 * ib),
-            );
-            let s = (x.scales[ib / 2] >> (4 * (ib % 2))) & 0x0f;
-            let ls = _mm256_set1_epi16(2 * s as i16 + 1);
-            sums[ib % 2] = M::madd_i16(sums[ib % 2], _mm256_maddubs_epi16(grid, yq), ls);
-        }
-        acc = add_block(acc, x, y, _mm256_add_epi32(sums[0], sums[1]));
+        acc = add_block(acc, x, y, iq3_s_partials::<M>(x, y));
     }
     hsum_ps(acc)
 }

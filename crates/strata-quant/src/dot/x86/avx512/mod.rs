@@ -15,6 +15,8 @@ use strata_gguf::GgmlType;
 
 use super::avx2::{blocks, iq3};
 use super::Avx512Vnni;
+use crate::iq2::BlockIQ2_S;
+use crate::iq3::{BlockIQ3_S, BlockIQ3_XXS};
 
 /// `vec_dot` for the types with a 512-bit kernel.
 ///
@@ -38,7 +40,11 @@ pub(super) unsafe fn vec_dot(ty: GgmlType, row: &[u8], act: &[u8]) -> Option<f32
         // same bits.
         // SAFETY: AVX-512 F, BW, VL and VNNI are available (above) and VBMI was just probed.
         T::IQ3_XXS if iq3_xxs::available() => unsafe { iq3_xxs::vec_dot(blocks(row), blocks(act)) },
-        T::IQ3_XXS => iq3::iq3_xxs_block_order::<Avx512Vnni>(blocks(row), blocks(act)),
+        T::IQ3_XXS => iq3::block_order::<BlockIQ3_XXS, Avx512Vnni>(blocks(row), blocks(act)),
+        // Block order too, so that their 16-token GEMM kernels (`gemm/x86/lattice_lanes.rs`)
+        // have the same bits.
+        T::IQ3_S => iq3::block_order::<BlockIQ3_S, Avx512Vnni>(blocks(row), blocks(act)),
+        T::IQ2_S => iq3::block_order::<BlockIQ2_S, Avx512Vnni>(blocks(row), blocks(act)),
         T::Q2_K => k_low::q2_k(blocks(row), blocks(act)),
         T::Q3_K => k_low::q3_k(blocks(row), blocks(act)),
         // SAFETY: AVX-512 F and BW are available (above) and AVX512-BF16 was just probed.

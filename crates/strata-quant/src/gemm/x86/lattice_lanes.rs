@@ -1,0 +1,97 @@
+//! IQ3_S and IQ2_S against Q8_K on AVX-512 with 16 tokens in the lanes: the IQ3_XXS
+//! tokens-in-lanes tile ([`Lanes16`]) with a decode of their own. A row's blocks are decoded
+//! once per pass through [`SignedLattice::groups`] (the grid points with their signs, the odd
+//! multipliers `2 s + 1`), biased to unsigned bytes (`w + 64`: |w| <= 15 for IQ3_S, 43 for
+//! IQ2_S), and met by 16 tokens a `vpdpbusd`, where the per-pair tile ([`Lattice`]) makes 32
+//! products per `vpmaddubsw` for one (row, token) pair. IQ3_S has 8 groups of 32 weights, each
+//! with its multiplier; IQ2_S has 16 groups of 16 ([`BlockDecode`]'s `NG`).
+//!
+//! The tile sums in the scalar reference's block order (`dot/iq.rs`), which this path's
+//! `vec_dot` and its few-token tile ([`PairChain`]) keep too, so every route gives the same
+//! bits (`tests/gemm.rs`). These are the dense projections of the IQ3_XXS mixes (qwen4exp's
+//! attention `q`, `k` and output): 512 rows × 64 tokens ran at 93 (IQ3_S) and 97 (IQ2_S)
+//! G products/s through the per-pair tile, against IQ3_XXS's 251 in the lanes (criterion
+//! `gemm/*/gemm/avx512/4096`, Intel Xeon family 6 model 207, BENCHMARKS.md).
+//!
+//! [`Lanes16`]: super::iq3_xxs_lanes::Lanes16
+//! [`PairChain`]: super::iq3_xxs_lanes::PairChain
+
+use std::arch::x86_64::*;
+use std::marker::PhantomData;
+
+use super::super::tile::Job;
+use super::avx2::{signed_groups, SignedLattice};
+use super::avx512::Lattice;
+use super::iq3_xxs_lanes::{lanes_or_chain, BlockDecode, BIAS};
+use crate::dot::x86::avx2::iq3::block_d;
+use crate::dot::x86::Avx512Vnni;
+use crate::iq2::BlockIQ2_S;
+use crate::iq3::BlockIQ3_S;
+
+/// `job` of IQ3_S rows (see [`lanes_or_chain`]).
+///
+/// # Safety
+/// AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C are available; `gemm` checked the lengths.
+#[inline(always)]
+pub(super) unsafe fn gemm_iq3_s(job: Job<'_>) -> bool {
+    lanes_or_chain::<Signed<BlockIQ3_S>, Lattice<BlockIQ3_S>, 8>(job)
+}
+
+/// `job` of IQ2_S rows (see [`lanes_or_chain`]).
+///
+/// # Safety
+/// As for [`gemm_iq3_s`].
+#[inline(always)]
+pub(super) unsafe fn gemm_iq2_s(job: Job<'_>) -> bool {
+    lanes_or_chain::<Signed<BlockIQ2_S>, Lattice<BlockIQ2_S>, 16>(job)
+}
+
+/// The decode of a [`SignedLattice`] block `X` for the lanes, in element order.
+pub(super) struct Signed<X>(PhantomData<X>);
+
+/// The 8 groups' signed weights of `x`, biased, into `q` (8 dwords a group); the groups' i16
+/// multiplier registers.
+///
+/// # Safety
+/// AVX2, FMA and F16C and AVX-512 VNNI are available.
+#[inline(always)]
+unsafe fn biased_groups<X: SignedLattice>(x: &X, q: &mut [i32; 64]) -> [__m256i; 8] {
+    let [grid, mask, ls] = x.groups::<Avx512Vnni>();
+    let w = signed_groups(&grid, &mask);
+    let bias = _mm256_set1_epi8(BIAS);
+    for (g, w) in w.iter().enumerate() {
+        _mm256_storeu_si256(q.as_mut_ptr().add(8 * g).cast(), _mm256_add_epi8(*w, bias));
+    }
+    ls
+}
+
+impl BlockDecode<8> for Signed<BlockIQ3_S> {
+    type W = BlockIQ3_S;
+    #[inline(always)]
+    unsafe fn decode(x: &BlockIQ3_S, q: &mut [i32; 64]) -> ([i32; 8], f32) {
+        let ls = biased_groups(x, q);
+        // Every i16 lane of a group's register holds its multiplier. (No closures: they
+        // would not inherit the caller's target features.)
+        let mut m = [0i32; 8];
+        for (m, ls) in m.iter_mut().zip(&ls) {
+            *m = _mm256_extract_epi16::<0>(*ls);
+        }
+        (m, block_d(x))
+    }
+}
+
+impl BlockDecode<16> for Signed<BlockIQ2_S> {
+    type W = BlockIQ2_S;
+    #[inline(always)]
+    unsafe fn decode(x: &BlockIQ2_S, q: &mut [i32; 64]) -> ([i32; 16], f32) {
+        let ls = biased_groups(x, q);
+        // A group's register holds the multiplier of its first 16 weights in the low 128 bits
+        // (i16 lanes 0..8, the `vpmaddubsw` pairs of bytes 0..16), of the next 16 in the high.
+        let mut m = [0i32; 16];
+        for (g, ls) in ls.iter().enumerate() {
+            m[2 * g] = _mm256_extract_epi16::<0>(*ls);
+            m[2 * g + 1] = _mm256_extract_epi16::<8>(*ls);
+        }
+        (m, block_d(x))
+    }
+}
