@@ -24,6 +24,9 @@
 //!   block's 64 points looked up at once, both in a tile of its own for a few tokens (in place
 //!   of [`PairChain`]) and as the lanes' decode ([`BlockDecode`]).
 //!
+//! The tile is generic over the block's decode ([`BlockDecode`]): on AVX-512 it also takes
+//! IQ3_S and IQ2_S (`lattice_lanes.rs`), with [`PairChain`] for their few-token jobs.
+//!
 //! Without VBMI one token is left to the `vec_dot` row loop. Plain AVX2 keeps its lane order
 //! and per-pair tile: without `vpdpbusd`, 32 products for 8 tokens cost a `vpmaddubsw`, a
 //! `vpmaddwd` and an add, as they do for one (row, token) pair, so tokens in lanes would gain
