@@ -12,7 +12,7 @@ use super::affine_quad_avx2::AffineQuad;
 use super::block_order_avx2;
 use super::paired_lattice::PairedLattice;
 use crate::dot::x86::avx2::iq2::nibble_scales;
-use crate::dot::x86::avx2::iq3::iq3_s_indices;
+use crate::dot::x86::avx2::iq3::{iq3_s_indices, iq3_s_points, Partials};
 use crate::dot::x86::avx2::k_quants::{q6_k_quants, q6_k_scale_pair, AffineK};
 use crate::dot::x86::avx2::lattice::{
     bits_at, even_sign_masks, pick_pair, points32, points64, u32_at,
@@ -24,7 +24,7 @@ use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps, hsum_ps128, load32, nibble
 use crate::iq2::BlockIQ2_S;
 use crate::iq3::{BlockIQ3_S, BlockIQ3_XXS};
 use crate::iq4::BlockIQ4_XS;
-use crate::iq_tables::{IQ2S_GRID, IQ3S_GRID, IQ3XXS_GRID};
+use crate::iq_tables::{IQ2S_GRID, IQ3XXS_GRID};
 use crate::k_quants::{scales_mins_k4, BlockQ4_K, BlockQ5_K, BlockQ6_K};
 use crate::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0};
 use crate::q8_k::BlockQ8_K;
@@ -265,9 +265,7 @@ impl<M: IntDot> Tile for IQ4XS<M> {
 /// activation bytes by its sign bits (`negate_where`, or `vpsignb` by ±1 bytes for IQ3_XXS:
 /// the same bytes, −128 included): per 32 elements, the grid bytes, the byte mask of the
 /// negated ones and the i16 multipliers, and the kernel's final constant.
-pub(super) trait SignedLattice: Block {
-    /// The constant the kernel multiplies its sum by (IQ2_S 1/8, IQ3_XXS 1/4, IQ3_S 1).
-    const FINAL: f32;
+pub(super) trait SignedLattice: Partials {
     /// Grid bytes, sign byte masks (0xFF where negated) and multipliers of the 8 groups.
     ///
     /// # Safety
@@ -290,7 +288,6 @@ unsafe fn written(out: Groups) -> [[__m256i; 8]; 3] {
 }
 
 impl SignedLattice for BlockIQ2_S {
-    const FINAL: f32 = 0.125;
     #[inline(always)]
     unsafe fn groups<M: IntDot>(&self) -> [[__m256i; 8]; 3] {
         let x = self;
@@ -325,7 +322,6 @@ pub(super) unsafe fn iq3_xxs_grid<M: IntDot>(x: &BlockIQ3_XXS, ib: usize) -> __m
 }
 
 impl SignedLattice for BlockIQ3_XXS {
-    const FINAL: f32 = 0.25;
     #[inline(always)]
     #[allow(clippy::needless_range_loop)] // `ib` also addresses the block's bytes
     unsafe fn groups<M: IntDot>(&self) -> [[__m256i; 8]; 3] {
@@ -344,23 +340,13 @@ impl SignedLattice for BlockIQ3_XXS {
 }
 
 impl SignedLattice for BlockIQ3_S {
-    const FINAL: f32 = 1.0;
     #[inline(always)]
     unsafe fn groups<M: IntDot>(&self) -> [[__m256i; 8]; 3] {
         let x = self;
         let index = iq3_s_indices(x);
         let mut out: Groups = [[MaybeUninit::uninit(); 8]; 3];
         for ib in 0..8 {
-            out[0][ib].write(if M::GATHER {
-                let at = index.as_ptr().add(8 * ib).cast();
-                let index = _mm256_cvtepu16_epi32(_mm_loadu_si128(at));
-                // SAFETY: every index has 9 bits, IQ3S_GRID has 512 entries.
-                _mm256_i32gather_epi32::<4>(IQ3S_GRID.as_ptr().cast(), index)
-            } else {
-                points32(std::array::from_fn(|k| {
-                    IQ3S_GRID[(index[8 * ib + k] & 511) as usize]
-                }))
-            });
+            out[0][ib].write(iq3_s_points::<M>(&index, ib));
             out[1][ib].write(bytes_from_bits(bits_at(&x.signs, 4 * ib)));
             let s = (x.scales[ib / 2] >> (4 * (ib % 2))) & 0x0f;
             out[2][ib].write(_mm256_set1_epi16(2 * s as i16 + 1));

@@ -7,14 +7,14 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::super::tile::{run, Job, Tile, FEW_MAX};
-use super::avx2::{add_scaled, offset_groups, SignedLattice};
+use super::avx2::{offset_groups, SignedLattice};
+use super::iq3_xxs_lanes::LatticeTile;
 use super::reduce::{hsum4_ps128, lanes, reduce4};
 use super::{block_order, iq3_xxs_lanes, lattice_lanes};
 use crate::dot::x86::avx2::legacy as avx2;
 use crate::dot::x86::avx512::k_quants::{load_pair, scale_pick, AffineK};
 use crate::dot::x86::avx512::legacy::{affine_pair, Affine};
 use crate::dot::x86::avx512::q4_k;
-use crate::dot::x86::hsum_ps;
 use crate::dot::x86::{block_ptr, f16, f16x4, hsum_ps128, Avx512Vnni};
 use crate::iq4::BlockIQ4_XS;
 use crate::iq_tables::KVALUES_IQ4NL;
@@ -558,26 +558,22 @@ unsafe fn halves(lo: __m256i, hi: __m256i) -> __m512i {
 /// product. This path's `vec_dot` for them is the AVX2 kernel with AVX-512 VNNI's `vpdpwssd`; its
 /// per-block integer sums are exact, so adding group `2k` in the low half and `2k + 1` in the high
 /// half of one register, then the halves, less the offset's part, gives its two 256-bit
-/// accumulators' sum lane for lane, and the float part that follows is the kernel's (256-bit, one
-/// chain): bit-identical results.
+/// accumulators' sum lane for lane. It runs as the block-order chain of a few tokens
+/// ([`PairChain`]), whose float part is `vec_dot`'s on this path (block order for all three).
+///
+/// [`PairChain`]: super::iq3_xxs_lanes::PairChain
 pub(super) struct Lattice<X>(PhantomData<X>);
 
-impl<X: SignedLattice> Tile for Lattice<X> {
+impl<X: SignedLattice> LatticeTile for Lattice<X> {
     type W = X;
-    type A = BlockQ8_K;
-    const STEP: usize = 1;
-    const CHAINS: usize = 1;
-    const PREP_ONCE: bool = true;
-    /// One token keeps the `vec_dot` row loop (signs on the activations, no offset part).
-    const ONE_TOKEN: bool = false;
+    type Int = Avx512Vnni;
     /// Signed weight bytes and multipliers of group pairs, the offset's part, `[d, ..]`.
     type Dec = ([__m512i; 4], [__m512i; 4], __m256i, __m128);
     /// `y + 128` bytes of group pairs, `[d_y, ..]`.
     type Prep = ([__m512i; 4], __m128);
-    type Acc = __m256;
     /// The gather, sign and scale decode costs several steps; the decoded step (9 registers)
     /// and eight accumulators fit the register file.
-    const FEW_GROUP: usize = 8;
+    const CHAIN_FEW_GROUP: usize = 8;
 
     #[inline(always)]
     unsafe fn decode(w: *const X) -> Self::Dec {
@@ -601,15 +597,15 @@ impl<X: SignedLattice> Tile for Lattice<X> {
         (q, _mm_set_ss(y.scale()))
     }
     #[inline(always)]
-    unsafe fn zero() -> __m256 {
-        _mm256_setzero_ps()
+    unsafe fn sums(w: &Self::Dec, a: &Self::Prep) -> __m256i {
+        lattice_sums(w, a)
     }
     #[inline(always)]
-    unsafe fn step(acc: __m256, w: &Self::Dec, a: &Self::Prep) -> __m256 {
-        add_scaled(acc, w.3, a.1, lattice_sums(w, a))
+    unsafe fn d_x(w: &Self::Dec) -> __m128 {
+        w.3
     }
     #[inline(always)]
-    unsafe fn finish(acc: [__m256; 2], _: &[X], _: &[BlockQ8_K]) -> f32 {
-        X::FINAL * hsum_ps(acc[0])
+    unsafe fn d_y(a: &Self::Prep) -> __m128 {
+        a.1
     }
 }

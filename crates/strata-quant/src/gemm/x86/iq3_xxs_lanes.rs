@@ -38,8 +38,7 @@ use std::mem::{offset_of, size_of};
 
 use super::super::tile::{run, Job, Tile};
 use super::avx2;
-use super::avx2::SignedLattice;
-use super::avx512::{lattice_sums, Lattice};
+use super::avx512::Lattice;
 use super::block_order_lanes_avx2::transpose8;
 use super::paired_lattice::{self, PairedLattice};
 use super::token_lanes::{self, lane_tokens, TokenLanes};
@@ -124,12 +123,29 @@ pub(super) unsafe fn lanes16<D: BlockDecode<NG>, const NG: usize>(
 /// against 124–125, 32 tokens 117 against 142–145, 64 tokens 124 against 158–161.
 const LANES16_R: usize = 8;
 
-/// A per-pair lattice tile (`avx512.rs`, `avx2.rs`) as [`PairChain`] uses it.
-pub(super) trait LatticeTile: Tile<A = BlockQ8_K, W: Partials> {
+/// A per-pair lattice tile's decode, preparation and integer sums (`avx512.rs`, and
+/// `paired_lattice.rs` on the 256-bit paths) as [`PairChain`] uses them.
+pub(super) trait LatticeTile {
+    /// The weight block.
+    type W: Partials;
     /// The integer dot of the tile's `vec_dot` (for the tail blocks).
     type Int: IntDot;
+    /// One decoded weight block.
+    type Dec: Copy;
+    /// One prepared activation block.
+    type Prep: Copy;
     /// [`Tile::FEW_GROUP`] of the chain.
     const CHAIN_FEW_GROUP: usize;
+    /// Decodes the block at `w`.
+    ///
+    /// # Safety
+    /// The tile's CPU features are available; `w` points at a block.
+    unsafe fn decode(w: *const Self::W) -> Self::Dec;
+    /// Prepares the activation block at `a`.
+    ///
+    /// # Safety
+    /// As for [`LatticeTile::decode`].
+    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep;
     /// A block's 8 exact i32 lanes, which add up to its sum.
     unsafe fn sums(w: &Self::Dec, a: &Self::Prep) -> __m256i;
     /// `d_x` in lane 0.
@@ -140,28 +156,22 @@ pub(super) trait LatticeTile: Tile<A = BlockQ8_K, W: Partials> {
 
 type LatticeXxs = Lattice<BlockIQ3_XXS>;
 
-impl<X: SignedLattice + Partials> LatticeTile for Lattice<X> {
-    type Int = Avx512Vnni;
-    const CHAIN_FEW_GROUP: usize = 8;
-    #[inline(always)]
-    unsafe fn sums(w: &Self::Dec, a: &Self::Prep) -> __m256i {
-        lattice_sums(w, a)
-    }
-    #[inline(always)]
-    unsafe fn d_x(w: &Self::Dec) -> __m128 {
-        w.3
-    }
-    #[inline(always)]
-    unsafe fn d_y(a: &Self::Prep) -> __m128 {
-        a.1
-    }
-}
-
 type Lattice256<M> = PairedLattice<BlockIQ3_XXS, M>;
 
 impl<M: IntDot> LatticeTile for Lattice256<M> {
+    type W = BlockIQ3_XXS;
     type Int = M;
+    type Dec = <Self as Tile>::Dec;
+    type Prep = <Self as Tile>::Prep;
     const CHAIN_FEW_GROUP: usize = 4;
+    #[inline(always)]
+    unsafe fn decode(w: *const BlockIQ3_XXS) -> Self::Dec {
+        <Self as Tile>::decode(w)
+    }
+    #[inline(always)]
+    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
+        <Self as Tile>::prep(a)
+    }
     #[inline(always)]
     unsafe fn sums(w: &Self::Dec, a: &Self::Prep) -> __m256i {
         paired_lattice::sums_tile::<M, 1, 1>([w], [a])[0][0]

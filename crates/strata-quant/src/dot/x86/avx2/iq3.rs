@@ -172,6 +172,25 @@ pub(crate) unsafe fn iq3_s_indices(x: &BlockIQ3_S) -> [u16; 64] {
     index
 }
 
+/// Group `ib`'s 8 lattice points (4 bytes each) of an IQ3_S block whose grid indices are
+/// `index` ([`iq3_s_indices`]), fetched by `M`'s rule (a gather or 8 table reads).
+///
+/// # Safety
+/// AVX2 is available.
+#[inline(always)]
+pub(crate) unsafe fn iq3_s_points<M: IntDot>(index: &[u16; 64], ib: usize) -> __m256i {
+    if M::GATHER {
+        let at = index.as_ptr().add(8 * ib).cast();
+        let index = _mm256_cvtepu16_epi32(_mm_loadu_si128(at));
+        // SAFETY: every index has 9 bits, IQ3S_GRID has 512 entries.
+        _mm256_i32gather_epi32::<4>(IQ3S_GRID.as_ptr().cast(), index)
+    } else {
+        points32(std::array::from_fn(|k| {
+            IQ3S_GRID[(index[8 * ib + k] & 511) as usize]
+        }))
+    }
+}
+
 /// One IQ3_S block's exact i32 partial sums (see [`Partials`]).
 ///
 /// # Safety
@@ -181,16 +200,7 @@ pub(crate) unsafe fn iq3_s_partials<M: IntDot>(x: &BlockIQ3_S, y: &BlockQ8_K) ->
     let index = iq3_s_indices(x);
     let mut sums = [_mm256_setzero_si256(); 2];
     for ib in 0..8 {
-        let grid = if M::GATHER {
-            let at = index.as_ptr().add(8 * ib).cast();
-            let index = _mm256_cvtepu16_epi32(_mm_loadu_si128(at));
-            // SAFETY: every index has 9 bits, IQ3S_GRID has 512 entries.
-            _mm256_i32gather_epi32::<4>(IQ3S_GRID.as_ptr().cast(), index)
-        } else {
-            points32(std::array::from_fn(|k| {
-                IQ3S_GRID[(index[8 * ib + k] & 511) as usize]
-            }))
-        };
+        let grid = iq3_s_points::<M>(&index, ib);
         let yq = negate_where(
             load32(y.qs.as_ptr().add(32 * ib)),
             bits_at(&x.signs, 4 * ib),
