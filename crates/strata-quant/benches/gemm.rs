@@ -158,7 +158,9 @@ fn compared_isas() -> Vec<Isa> {
 /// 10 of 512 experts ≈ 10; Qwen3-30B-A3B's 8 of 128 ≈ 32). Filter with `-- expert`.
 /// Q5_0 is the type of experts whose width is no multiple of 256 (qwen4exp's down
 /// projections at `--type q4_k`, as llama.cpp's quantizer falls back); Q6_K that of half the
-/// down projections of a Q4_K_M file; IQ3_XXS and IQ4_NL those of an IQ3_XXS file (gate/up, down).
+/// down projections of a Q4_K_M file; IQ3_XXS and IQ4_NL those of an IQ3_XXS file (gate/up, down);
+/// IQ3_S and IQ2_S that file's dense attention projections (output; `q` and `k`), here at the
+/// same shape.
 fn bench_expert(c: &mut Criterion) {
     for ty in [
         GgmlType::Q4_K,
@@ -170,6 +172,8 @@ fn bench_expert(c: &mut Criterion) {
         GgmlType::Q5_K,
         GgmlType::IQ4_XS,
         GgmlType::Q4_1,
+        GgmlType::IQ3_S,
+        GgmlType::IQ2_S,
     ] {
         bench_expert_type(c, ty);
     }

@@ -413,13 +413,26 @@ macro_rules! avxvnni_entry_points {
             $quantize,
             $dot_f32,
             $features,
-            // IQ3_XXS in block order, as the GEMM kernel (`gemm/x86/iq3_xxs_lanes.rs`).
-            |ty, row, act| match ty {
-                GgmlType::IQ3_XXS => Some(avx2::iq3::block_order::<
-                    crate::iq3::BlockIQ3_XXS,
-                    $int_dot,
-                >(crate::blocks(row), crate::blocks(act),)),
-                _ => avx2::vec_dot::<$int_dot>(ty, row, act),
+            // The lattice types in block order, as the GEMM kernels (`gemm/x86/iq3_xxs_lanes.rs`,
+            // `lattice_lanes.rs`).
+            |ty, row, act| {
+                use crate::{blocks, iq2::BlockIQ2_S, iq3::BlockIQ3_S, iq3::BlockIQ3_XXS};
+                use avx2::iq3::block_order;
+                match ty {
+                    GgmlType::IQ3_XXS => Some(block_order::<BlockIQ3_XXS, $int_dot>(
+                        blocks(row),
+                        blocks(act),
+                    )),
+                    GgmlType::IQ3_S => Some(block_order::<BlockIQ3_S, $int_dot>(
+                        blocks(row),
+                        blocks(act),
+                    )),
+                    GgmlType::IQ2_S => Some(block_order::<BlockIQ2_S, $int_dot>(
+                        blocks(row),
+                        blocks(act),
+                    )),
+                    _ => avx2::vec_dot::<$int_dot>(ty, row, act),
+                }
             },
             |ty, src, dst| avx2::quantize(ty, src, dst),
             |ty, row, x| avx2::dot_f32(ty, row, x)

@@ -24,8 +24,9 @@
 //!   block's 64 points looked up at once, both in a tile of its own for a few tokens (in place
 //!   of [`PairChain`]) and as the lanes' decode ([`BlockDecode`]).
 //!
-//! The tile is generic over the block's decode ([`BlockDecode`]): on AVX-512 it also takes
-//! IQ3_S and IQ2_S (`lattice_lanes.rs`), with [`PairChain`] for their few-token jobs.
+//! The tile is generic over the block's decode ([`BlockDecode`]): on AVX-512 and AVX-VNNI it
+//! also takes IQ3_S and IQ2_S (`lattice_lanes.rs`), with [`PairChain`] for their few-token
+//! jobs.
 //!
 //! Without VBMI one token is left to the `vec_dot` row loop. Plain AVX2 keeps its lane order
 //! and per-pair tile: without `vpdpbusd`, 32 products for 8 tokens cost a `vpmaddubsw`, a
@@ -40,7 +41,7 @@ use super::super::tile::{run, Job, Tile};
 use super::avx2;
 use super::avx512::Lattice;
 use super::block_order_lanes_avx2::transpose8;
-use super::paired_lattice::{self, PairedLattice};
+use super::paired_lattice::{self, Paired, PairedLattice};
 use super::token_lanes::{self, lane_tokens, TokenLanes};
 use crate::dot::x86::avx2::iq3::{block_d, Partials};
 use crate::dot::x86::avx2::lattice::{even_sign_masks, u32_at};
@@ -158,14 +159,14 @@ type LatticeXxs = Lattice<BlockIQ3_XXS>;
 
 type Lattice256<M> = PairedLattice<BlockIQ3_XXS, M>;
 
-impl<M: IntDot> LatticeTile for Lattice256<M> {
-    type W = BlockIQ3_XXS;
+impl<X: Paired, M: IntDot> LatticeTile for PairedLattice<X, M> {
+    type W = X;
     type Int = M;
     type Dec = <Self as Tile>::Dec;
     type Prep = <Self as Tile>::Prep;
     const CHAIN_FEW_GROUP: usize = 4;
     #[inline(always)]
-    unsafe fn decode(w: *const BlockIQ3_XXS) -> Self::Dec {
+    unsafe fn decode(w: *const X) -> Self::Dec {
         <Self as Tile>::decode(w)
     }
     #[inline(always)]
@@ -691,18 +692,33 @@ impl<D: BlockDecode<NG>, const NG: usize> TokenLanes for Lanes16<D, NG> {
 /// session, BENCHMARKS.md); [`PairChain`] for 4 tokens 21.6 against 26.8 from 8 tokens' cost.
 const LANES256_MIN: usize = 3;
 
-/// `job` on a 256-bit path with VNNI (`M::SATURATES` false): [`PairChain`] on the 256-bit
-/// lattice tile below [`LANES256_MIN`] tokens, [`Lanes8`] from there (a last group of fewer
-/// than 8 tokens included); `false` for one token.
+/// `job` of IQ3_XXS on a 256-bit path with VNNI (see [`lanes256_or_chain`]).
 ///
 /// # Safety
 /// AVX2, FMA, F16C and `M`'s instructions are available; `gemm` checked the lengths.
 #[inline(always)]
 pub(super) unsafe fn gemm256<M: IntDot>(job: Job<'_>) -> bool {
+    lanes256_or_chain::<Lookup<M>, Lattice256<M>, M, 8>(job)
+}
+
+/// `job` on a 256-bit path with VNNI (`M::SATURATES` false): [`PairChain`] on the 256-bit
+/// lattice tile `L` below [`LANES256_MIN`] tokens, [`Lanes8`] with `D`'s decode from there (a
+/// last group of fewer than 8 tokens included); `false` for one token. Both keep `vec_dot`'s
+/// block order.
+///
+/// # Safety
+/// AVX2, FMA, F16C and `M`'s instructions are available; `gemm` checked the lengths.
+#[inline(always)]
+pub(super) unsafe fn lanes256_or_chain<D, L, M, const NG: usize>(job: Job<'_>) -> bool
+where
+    D: BlockDecode<NG>,
+    L: LatticeTile<W = D::W>,
+    M: IntDot,
+{
     if job.n_tok < LANES256_MIN {
-        return run::<PairChain<Lattice256<M>>, 2, 4>(job);
+        return run::<PairChain<L>, 2, 4>(job);
     }
-    token_lanes::run::<Lanes8<M>, 4>(job);
+    token_lanes::run::<Lanes8<D, M, NG>, 4>(job);
     true
 }
 
@@ -715,20 +731,22 @@ unsafe fn lane0s(v: [__m128; 4]) -> __m128 {
     ))
 }
 
-/// IQ3_XXS with 8 tokens in the lanes on a 256-bit VNNI path (run by `token_lanes.rs`).
-pub(super) struct Lanes8<M>(PhantomData<M>);
+/// A lattice format with 8 tokens in the lanes on a 256-bit VNNI path (`M`'s `vpdpbusd`; run
+/// by `token_lanes.rs`), blocks decoded by `D` into `NG` groups, in element order.
+pub(super) struct Lanes8<D, M, const NG: usize = 8>(PhantomData<(D, M)>);
 
-impl<M: IntDot> TokenLanes for Lanes8<M> {
-    type W = BlockIQ3_XXS;
+impl<D: BlockDecode<NG>, M: IntDot, const NG: usize> TokenLanes for Lanes8<D, M, NG> {
+    type W = D::W;
     type A = BlockQ8_K;
-    type RowBlock = RowBlock;
-    type ActBlock = ActBlock<Ymm<M>>;
+    type RowBlock = RowBlock<NG>;
+    type ActBlock = ActBlock<Ymm<M>, NG>;
     type Sums = __m256;
     const LANES: usize = 8;
     /// Within L2 (1 MiB and more on the CPUs with AVX-VNNI).
     const ACT_BYTES: usize = 256 << 10;
 
-    /// Loads and transposes 8 tokens' groups of 32 (no gathers).
+    /// Loads and transposes 8 tokens' groups of 32 bytes (no gathers); `neg` per group of `NG`
+    /// from the transposed registers.
     #[inline(always)]
     unsafe fn repack(
         a: &[BlockQ8_K],
@@ -736,8 +754,14 @@ impl<M: IntDot> TokenLanes for Lanes8<M> {
         n_tok: usize,
         g0: usize,
         g1: usize,
-        dst: *mut ActBlock<Ymm<M>>,
+        dst: *mut ActBlock<Ymm<M>, NG>,
     ) {
+        const {
+            assert!(
+                !D::REORDERED,
+                "the transposes read the activations in element order"
+            )
+        };
         let bias = _mm256_set1_epi8(BIAS);
         let zero = _mm256_setzero_si256();
         for g in g0..g1 {
@@ -749,17 +773,19 @@ impl<M: IntDot> TokenLanes for Lanes8<M> {
                     *d = a[(g * 8 + t) * nb + b].scale();
                 }
                 out.d = _mm256_loadu_ps(d.as_ptr());
-                for group in 0..8 {
+                for piece in 0..8 {
                     let mut rows = [zero; 8];
                     for (t, row) in rows.iter_mut().enumerate().take(live) {
-                        let qs = a[(g * 8 + t) * nb + b].qs.as_ptr().add(32 * group);
+                        let qs = a[(g * 8 + t) * nb + b].qs.as_ptr().add(32 * piece);
                         *row = _mm256_loadu_si256(qs.cast());
                     }
                     let q = transpose8(&rows);
+                    out.q[8 * piece..8 * piece + 8].copy_from_slice(&q);
+                }
+                for group in 0..NG {
                     let mut sum = zero;
-                    for (k, q) in q.iter().enumerate() {
-                        out.q[8 * group + k] = *q;
-                        sum = M::dot_u8i8(sum, bias, *q);
+                    for j in 0..64 / NG {
+                        sum = M::dot_u8i8(sum, bias, out.q[D::slot(group, j)]);
                     }
                     out.neg[group] = _mm256_sub_epi32(zero, sum);
                 }
@@ -768,16 +794,16 @@ impl<M: IntDot> TokenLanes for Lanes8<M> {
     }
 
     #[inline(always)]
-    unsafe fn decode_rows(rows: &[&[BlockIQ3_XXS]], dst: *mut RowBlock, stride: usize) {
-        decode_row::<Lookup<M>, 8>(rows[0], dst, stride)
+    unsafe fn decode_rows(rows: &[&[D::W]], dst: *mut RowBlock<NG>, stride: usize) {
+        decode_row::<D, NG>(rows[0], dst, stride)
     }
 
     #[inline(always)]
     unsafe fn tile<const R: usize>(
-        rows: *const RowBlock,
-        acts: *const ActBlock<Ymm<M>>,
+        rows: *const RowBlock<NG>,
+        acts: *const ActBlock<Ymm<M>, NG>,
         nb: usize,
     ) -> [__m256; R] {
-        lanes_tile::<Ymm<M>, RowBlock, Lookup<M>, R, 8>(rows, acts, nb)
+        lanes_tile::<Ymm<M>, RowBlock<NG>, D, R, NG>(rows, acts, nb)
     }
 }

@@ -1,8 +1,9 @@
-//! IQ3_S and IQ2_S against Q8_K on AVX-512 with 16 tokens in the lanes: the IQ3_XXS
-//! tokens-in-lanes tile ([`Lanes16`]) with a decode of their own. A row's blocks are decoded
-//! once per pass through [`SignedLattice::groups`] (the grid points with their signs, the odd
-//! multipliers `2 s + 1`), biased to unsigned bytes (`w + 64`: |w| <= 15 for IQ3_S, 43 for
-//! IQ2_S), and met by 16 tokens a `vpdpbusd`, where the per-pair tile ([`Lattice`]) makes 32
+//! IQ3_S and IQ2_S against Q8_K with tokens in the lanes, 16 on AVX-512 and 8 on AVX-VNNI:
+//! the IQ3_XXS tokens-in-lanes tiles ([`Lanes16`], [`Lanes8`]) with a decode of their own. A
+//! row's blocks are decoded once per pass through [`SignedLattice::groups`] (the grid points
+//! with their signs, the odd multipliers `2 s + 1`), biased to unsigned bytes (`w + 64`:
+//! |w| <= 15 for IQ3_S, 43 for IQ2_S), and met by 16 (or 8) tokens a `vpdpbusd`, where the
+//! per-pair tiles (AVX-512 [`Lattice`]; `paired_lattice.rs` and `avx2.rs` on 256 bits) make 32
 //! products per `vpmaddubsw` for one (row, token) pair. IQ3_S has 8 groups of 32 weights, each
 //! with its multiplier; IQ2_S has 16 groups of 16 ([`BlockDecode`]'s `NG`).
 //!
@@ -14,17 +15,19 @@
 //! `gemm/*/gemm/avx512/4096`, Intel Xeon family 6 model 207, BENCHMARKS.md).
 //!
 //! [`Lanes16`]: super::iq3_xxs_lanes::Lanes16
+//! [`Lanes8`]: super::iq3_xxs_lanes::Lanes8
 //! [`PairChain`]: super::iq3_xxs_lanes::PairChain
 
 use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::super::tile::Job;
-use super::avx2::{signed_groups, SignedLattice};
+use super::avx2::{self, signed_groups, SignedLattice};
 use super::avx512::Lattice;
-use super::iq3_xxs_lanes::{lanes_or_chain, BlockDecode, BIAS};
+use super::iq3_xxs_lanes::{lanes256_or_chain, lanes_or_chain, BlockDecode, BIAS};
+use super::paired_lattice::PairedLattice;
 use crate::dot::x86::avx2::iq3::block_d;
-use crate::dot::x86::Avx512Vnni;
+use crate::dot::x86::{Avx512Vnni, IntDot};
 use crate::iq2::BlockIQ2_S;
 use crate::iq3::BlockIQ3_S;
 
@@ -34,7 +37,7 @@ use crate::iq3::BlockIQ3_S;
 /// AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C are available; `gemm` checked the lengths.
 #[inline(always)]
 pub(super) unsafe fn gemm_iq3_s(job: Job<'_>) -> bool {
-    lanes_or_chain::<Signed<BlockIQ3_S>, Lattice<BlockIQ3_S>, 8>(job)
+    lanes_or_chain::<Signed<BlockIQ3_S, Avx512Vnni>, Lattice<BlockIQ3_S>, 8>(job)
 }
 
 /// `job` of IQ2_S rows (see [`lanes_or_chain`]).
@@ -43,20 +46,39 @@ pub(super) unsafe fn gemm_iq3_s(job: Job<'_>) -> bool {
 /// As for [`gemm_iq3_s`].
 #[inline(always)]
 pub(super) unsafe fn gemm_iq2_s(job: Job<'_>) -> bool {
-    lanes_or_chain::<Signed<BlockIQ2_S>, Lattice<BlockIQ2_S>, 16>(job)
+    lanes_or_chain::<Signed<BlockIQ2_S, Avx512Vnni>, Lattice<BlockIQ2_S>, 16>(job)
 }
 
-/// The decode of a [`SignedLattice`] block `X` for the lanes, in element order.
-pub(super) struct Signed<X>(PhantomData<X>);
+/// `job` of IQ3_S rows on a 256-bit path with VNNI (see [`lanes256_or_chain`]).
+///
+/// # Safety
+/// AVX2, FMA, F16C and `M`'s instructions are available; `gemm` checked the lengths.
+#[inline(always)]
+pub(super) unsafe fn gemm256_iq3_s<M: IntDot>(job: Job<'_>) -> bool {
+    lanes256_or_chain::<Signed<BlockIQ3_S, M>, PairedLattice<BlockIQ3_S, M>, M, 8>(job)
+}
+
+/// `job` of IQ2_S rows on a 256-bit path with VNNI (see [`lanes256_or_chain`]).
+///
+/// # Safety
+/// As for [`gemm256_iq3_s`].
+#[inline(always)]
+pub(super) unsafe fn gemm256_iq2_s<M: IntDot>(job: Job<'_>) -> bool {
+    lanes256_or_chain::<Signed<BlockIQ2_S, M>, avx2::Lattice<BlockIQ2_S, M>, M, 16>(job)
+}
+
+/// The decode of a [`SignedLattice`] block `X` for the lanes, in element order, its grid
+/// points fetched by `M`'s rule (`SignedLattice::groups`).
+pub(super) struct Signed<X, M>(PhantomData<(X, M)>);
 
 /// The 8 groups' signed weights of `x`, biased, into `q` (8 dwords a group); the groups' i16
 /// multiplier registers.
 ///
 /// # Safety
-/// AVX2, FMA and F16C and AVX-512 VNNI are available.
+/// AVX2, FMA, F16C and `M`'s instructions are available.
 #[inline(always)]
-unsafe fn biased_groups<X: SignedLattice>(x: &X, q: &mut [i32; 64]) -> [__m256i; 8] {
-    let [grid, mask, ls] = x.groups::<Avx512Vnni>();
+unsafe fn biased_groups<X: SignedLattice, M: IntDot>(x: &X, q: &mut [i32; 64]) -> [__m256i; 8] {
+    let [grid, mask, ls] = x.groups::<M>();
     let w = signed_groups(&grid, &mask);
     let bias = _mm256_set1_epi8(BIAS);
     for (g, w) in w.iter().enumerate() {
@@ -65,11 +87,11 @@ unsafe fn biased_groups<X: SignedLattice>(x: &X, q: &mut [i32; 64]) -> [__m256i;
     ls
 }
 
-impl BlockDecode<8> for Signed<BlockIQ3_S> {
+impl<M: IntDot> BlockDecode<8> for Signed<BlockIQ3_S, M> {
     type W = BlockIQ3_S;
     #[inline(always)]
     unsafe fn decode(x: &BlockIQ3_S, q: &mut [i32; 64]) -> ([i32; 8], f32) {
-        let ls = biased_groups(x, q);
+        let ls = biased_groups::<_, M>(x, q);
         // Every i16 lane of a group's register holds its multiplier. (No closures: they
         // would not inherit the caller's target features.)
         let mut m = [0i32; 8];
@@ -80,11 +102,11 @@ impl BlockDecode<8> for Signed<BlockIQ3_S> {
     }
 }
 
-impl BlockDecode<16> for Signed<BlockIQ2_S> {
+impl<M: IntDot> BlockDecode<16> for Signed<BlockIQ2_S, M> {
     type W = BlockIQ2_S;
     #[inline(always)]
     unsafe fn decode(x: &BlockIQ2_S, q: &mut [i32; 64]) -> ([i32; 16], f32) {
-        let ls = biased_groups(x, q);
+        let ls = biased_groups::<_, M>(x, q);
         // A group's register holds the multiplier of its first 16 weights in the low 128 bits
         // (i16 lanes 0..8, the `vpmaddubsw` pairs of bytes 0..16), of the next 16 in the high.
         let mut m = [0i32; 16];

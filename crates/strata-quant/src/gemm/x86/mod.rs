@@ -44,10 +44,12 @@ entry_point!(gemm_avx2, "avx2,fma,f16c", |ty, job| avx2::gemm::<Madd>(
     ty, job
 ));
 
-// IQ3_XXS runs in block order with VNNI (`iq3_xxs_lanes.rs`), in the lane order of
-// `avx2.rs` on plain AVX2.
+// IQ3_XXS, IQ3_S and IQ2_S run in block order with VNNI, tokens in the lanes
+// (`iq3_xxs_lanes.rs`, `lattice_lanes.rs`); in the lane order of `avx2.rs` on plain AVX2.
 entry_point!(gemm_avxvnni, "avx2,fma,f16c,avxvnni", |ty, job| match ty {
     GgmlType::IQ3_XXS => iq3_xxs_lanes::gemm256::<AvxVnni>(job),
+    GgmlType::IQ3_S => lattice_lanes::gemm256_iq3_s::<AvxVnni>(job),
+    GgmlType::IQ2_S => lattice_lanes::gemm256_iq2_s::<AvxVnni>(job),
     _ => avx2::gemm::<AvxVnni>(ty, job),
 });
 
@@ -58,6 +60,8 @@ entry_point!(
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
     |ty, job| match ty {
         GgmlType::IQ3_XXS => iq3_xxs_lanes::gemm256::<AvxVnniEvex>(job),
+        GgmlType::IQ3_S => lattice_lanes::gemm256_iq3_s::<AvxVnniEvex>(job),
+        GgmlType::IQ2_S => lattice_lanes::gemm256_iq2_s::<AvxVnniEvex>(job),
         _ => avx2::gemm::<AvxVnniEvex>(ty, job),
     }
 );
