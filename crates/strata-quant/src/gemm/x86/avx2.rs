@@ -342,6 +342,7 @@ impl SignedLattice for BlockIQ3_XXS {
 
 impl SignedLattice for BlockIQ3_S {
     #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // `ib` also addresses the block's bytes
     unsafe fn groups<M: IntDot>(&self) -> [[__m256i; 8]; 3] {
         let x = self;
         let index = iq3_s_indices(x);

@@ -24,7 +24,7 @@ use std::marker::PhantomData;
 use super::super::tile::Job;
 use super::avx2::{self, signed_groups, SignedLattice};
 use super::avx512::Lattice;
-use super::iq3_xxs_lanes::{lanes256_or_chain, lanes_or_chain, BlockDecode, BIAS};
+use super::iq3_xxs_lanes::{lanes256_or_chain, lanes_or_chain, multipliers, BlockDecode, BIAS};
 use super::paired_lattice::PairedLattice;
 use crate::dot::x86::avx2::iq3::block_d;
 use crate::dot::x86::{Avx512Vnni, IntDot};
@@ -87,18 +87,38 @@ unsafe fn biased_groups<X: SignedLattice, M: IntDot>(x: &X, q: &mut [i32; 64]) -
     ls
 }
 
+/// Dword `g` of each register `v[g]`, in one register.
+///
+/// # Safety
+/// AVX2 is available.
+#[inline(always)]
+unsafe fn dwords8(v: &[__m256i; 8]) -> __m256i {
+    let v01 = _mm256_blend_epi32::<0b0000_0010>(v[0], v[1]);
+    let v23 = _mm256_blend_epi32::<0b0000_1000>(v[2], v[3]);
+    let v45 = _mm256_blend_epi32::<0b0010_0000>(v[4], v[5]);
+    let v67 = _mm256_blend_epi32::<0b1000_0000>(v[6], v[7]);
+    let low = _mm256_blend_epi32::<0b0000_1100>(v01, v23);
+    let high = _mm256_blend_epi32::<0b1100_0000>(v45, v67);
+    _mm256_blend_epi32::<0b1111_0000>(low, high)
+}
+
+/// The low i16 word of each dword, zero-extended.
+///
+/// # Safety
+/// AVX2 is available.
+#[inline(always)]
+unsafe fn low_words(v: __m256i) -> __m256i {
+    _mm256_and_si256(v, _mm256_set1_epi32(0xffff))
+}
+
 impl<M: IntDot> BlockDecode<8> for Signed<BlockIQ3_S, M> {
     type W = BlockIQ3_S;
     #[inline(always)]
     unsafe fn decode(x: &BlockIQ3_S, q: &mut [i32; 64]) -> ([i32; 8], f32) {
         let ls = biased_groups::<_, M>(x, q);
-        // Every i16 lane of a group's register holds its multiplier. (No closures: they
-        // would not inherit the caller's target features.)
-        let mut m = [0i32; 8];
-        for (m, ls) in m.iter_mut().zip(&ls) {
-            *m = _mm256_extract_epi16::<0>(*ls);
-        }
-        (m, block_d(x))
+        // Every i16 lane of a group's register holds its multiplier: dword `g` from group
+        // `g`'s register, its low word kept.
+        (multipliers(low_words(dwords8(&ls))), block_d(x))
     }
 }
 
@@ -108,11 +128,22 @@ impl<M: IntDot> BlockDecode<16> for Signed<BlockIQ2_S, M> {
     unsafe fn decode(x: &BlockIQ2_S, q: &mut [i32; 64]) -> ([i32; 16], f32) {
         let ls = biased_groups::<_, M>(x, q);
         // A group's register holds the multiplier of its first 16 weights in the low 128 bits
-        // (i16 lanes 0..8, the `vpmaddubsw` pairs of bytes 0..16), of the next 16 in the high.
+        // (i16 lanes 0..8, the `vpmaddubsw` pairs of bytes 0..16), of the next 16 in the high:
+        // each register's dwords as `[low, high, low, high, ..]`, and those of group `g` put
+        // at dwords `2g`, `2g + 1` (mod 8) of one of two registers.
+        let low_high = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
+        let mut pairs = [_mm256_setzero_si256(); 8];
+        for (pairs, ls) in pairs.iter_mut().zip(&ls) {
+            *pairs = _mm256_permutevar8x32_epi32(*ls, low_high);
+        }
         let mut m = [0i32; 16];
-        for (g, ls) in ls.iter().enumerate() {
-            m[2 * g] = _mm256_extract_epi16::<0>(*ls);
-            m[2 * g + 1] = _mm256_extract_epi16::<8>(*ls);
+        // No closures: they would not inherit the caller's target features.
+        for (h, m) in m.chunks_exact_mut(8).enumerate() {
+            let p = &pairs[4 * h..4 * h + 4];
+            let ab = _mm256_blend_epi32::<0b0000_1100>(p[0], p[1]);
+            let cd = _mm256_blend_epi32::<0b1100_0000>(p[2], p[3]);
+            let v = low_words(_mm256_blend_epi32::<0b1111_0000>(ab, cd));
+            _mm256_storeu_si256(m.as_mut_ptr().cast(), v);
         }
         (m, block_d(x))
     }
