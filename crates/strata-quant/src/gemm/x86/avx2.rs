@@ -10,7 +10,7 @@ use std::mem::MaybeUninit;
 use super::super::tile::{run, Job, Tile, FEW_MAX};
 use super::affine_quad_avx2::AffineQuad;
 use super::block_order_avx2;
-use super::iq3_xxs_lanes::LatticeTile;
+use super::iq3_xxs_lanes::TileLattice;
 use super::paired_lattice::PairedLattice;
 use crate::dot::x86::avx2::iq2::nibble_scales;
 use crate::dot::x86::avx2::iq3::{iq3_s_indices, iq3_s_points, Partials};
@@ -523,30 +523,18 @@ impl<X: SignedLattice, M: IntDot> Tile for Lattice<X, M> {
     }
 }
 
-impl<X: SignedLattice, M: IntDot> LatticeTile for Lattice<X, M> {
-    type W = X;
+impl<X: SignedLattice, M: IntDot> TileLattice for Lattice<X, M> {
     type Int = M;
-    type Dec = <Self as Tile>::Dec;
-    type Prep = <Self as Tile>::Prep;
-    const CHAIN_FEW_GROUP: usize = 4;
     #[inline(always)]
-    unsafe fn decode(w: *const X) -> Self::Dec {
-        <Self as Tile>::decode(w)
-    }
-    #[inline(always)]
-    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
-        <Self as Tile>::prep(a)
-    }
-    #[inline(always)]
-    unsafe fn sums(w: &Self::Dec, a: &Self::Prep) -> __m256i {
+    unsafe fn block_lanes(w: &Self::Dec, a: &Self::Prep) -> __m256i {
         lattice_sums::<M>(w, a)
     }
     #[inline(always)]
-    unsafe fn d_x(w: &Self::Dec) -> __m128 {
+    unsafe fn block_d_x(w: &Self::Dec) -> __m128 {
         w.1
     }
     #[inline(always)]
-    unsafe fn d_y(a: &Self::Prep) -> __m128 {
+    unsafe fn block_d_y(a: &Self::Prep) -> __m128 {
         a.1
     }
 }

@@ -159,30 +159,59 @@ type LatticeXxs = Lattice<BlockIQ3_XXS>;
 
 type Lattice256<M> = PairedLattice<BlockIQ3_XXS, M>;
 
-impl<X: Paired, M: IntDot> LatticeTile for PairedLattice<X, M> {
-    type W = X;
-    type Int = M;
-    type Dec = <Self as Tile>::Dec;
-    type Prep = <Self as Tile>::Prep;
+/// A per-pair [`Tile`] whose decode and preparation [`PairChain`] takes as they are (the
+/// 256-bit tiles), with its block's integer lanes and scales read out: a [`LatticeTile`].
+pub(super) trait TileLattice: Tile<A = BlockQ8_K, W: Partials> {
+    /// The integer dot of the tile's `vec_dot`.
+    type Int: IntDot;
+    /// A block's 8 exact i32 lanes, which add up to its sum.
+    unsafe fn block_lanes(w: &Self::Dec, a: &Self::Prep) -> __m256i;
+    /// `d_x` in lane 0.
+    unsafe fn block_d_x(w: &Self::Dec) -> __m128;
+    /// `d_y` in lane 0.
+    unsafe fn block_d_y(a: &Self::Prep) -> __m128;
+}
+
+impl<T: TileLattice> LatticeTile for T {
+    type W = T::W;
+    type Int = T::Int;
+    type Dec = T::Dec;
+    type Prep = T::Prep;
     const CHAIN_FEW_GROUP: usize = 4;
     #[inline(always)]
-    unsafe fn decode(w: *const X) -> Self::Dec {
-        <Self as Tile>::decode(w)
+    unsafe fn decode(w: *const T::W) -> T::Dec {
+        <T as Tile>::decode(w)
     }
     #[inline(always)]
-    unsafe fn prep(a: *const BlockQ8_K) -> Self::Prep {
-        <Self as Tile>::prep(a)
+    unsafe fn prep(a: *const BlockQ8_K) -> T::Prep {
+        <T as Tile>::prep(a)
     }
     #[inline(always)]
-    unsafe fn sums(w: &Self::Dec, a: &Self::Prep) -> __m256i {
+    unsafe fn sums(w: &T::Dec, a: &T::Prep) -> __m256i {
+        T::block_lanes(w, a)
+    }
+    #[inline(always)]
+    unsafe fn d_x(w: &T::Dec) -> __m128 {
+        T::block_d_x(w)
+    }
+    #[inline(always)]
+    unsafe fn d_y(a: &T::Prep) -> __m128 {
+        T::block_d_y(a)
+    }
+}
+
+impl<X: Paired, M: IntDot> TileLattice for PairedLattice<X, M> {
+    type Int = M;
+    #[inline(always)]
+    unsafe fn block_lanes(w: &Self::Dec, a: &Self::Prep) -> __m256i {
         paired_lattice::sums_tile::<M, 1, 1>([w], [a])[0][0]
     }
     #[inline(always)]
-    unsafe fn d_x(w: &Self::Dec) -> __m128 {
+    unsafe fn block_d_x(w: &Self::Dec) -> __m128 {
         _mm256_castps256_ps128(w.d)
     }
     #[inline(always)]
-    unsafe fn d_y(a: &Self::Prep) -> __m128 {
+    unsafe fn block_d_y(a: &Self::Prep) -> __m128 {
         _mm256_castps256_ps128(a.d)
     }
 }
