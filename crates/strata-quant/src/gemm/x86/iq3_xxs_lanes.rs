@@ -3,7 +3,7 @@
 //! for each (row, token), block after block, the block's exact i32 sum
 //! `Σ_g (2 s_g + 1) Σ w y` is converted, multiplied by `d_x · d_y` and added to one f32 sum,
 //! which ends times 1/4. This path's `vec_dot` runs in that order too
-//! (`iq3_xxs_block_order`), so every entry is `vec_dot` bit for bit:
+//! (`dot/x86/avx2/iq3.rs::block_order`), so every entry is `vec_dot` bit for bit:
 //!
 //! - **Tokens in lanes** ([`Lanes16`], from [`TOKEN_LANES_MIN`] tokens: prefill, the dense
 //!   matrices and the larger experts). Each row's lattice points are decoded once per pass to

@@ -1,5 +1,5 @@
 //! AVX-512 IQ3_XXS against Q8_K with VBMI and BITALG, in block order (the scalar reference's,
-//! `dot/iq.rs`, as on the other VNNI paths: `avx2::iq3::iq3_xxs_block_order`). Like
+//! `dot/iq.rs`, as on the other VNNI paths: `avx2::iq3::block_order`). Like
 //! `q4_k.rs`, the kernel is three parts, [`decode`] (weights), [`prep`] (activations) and
 //! [`step`]: [`vec_dot`] runs them block after block, and the GEMM tile for one to a few
 //! tokens (`gemm/x86/iq3_xxs_vbmi.rs`) decodes each block once for every token and prepares
