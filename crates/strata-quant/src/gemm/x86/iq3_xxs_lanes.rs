@@ -124,8 +124,9 @@ pub(super) unsafe fn lanes16<D: BlockDecode<NG>, const NG: usize>(
 /// against 124–125, 32 tokens 117 against 142–145, 64 tokens 124 against 158–161.
 const LANES16_R: usize = 8;
 
-/// A per-pair lattice tile's decode, preparation and integer sums (`avx512.rs`, and
-/// `paired_lattice.rs` on the 256-bit paths) as [`PairChain`] uses them.
+/// A per-pair lattice tile's decode, preparation and integer sums (`avx512.rs`; on the
+/// 256-bit paths `paired_lattice.rs` and `avx2.rs`, through [`TileLattice`]) as [`PairChain`]
+/// uses them.
 pub(super) trait LatticeTile {
     /// The weight block.
     type W: Partials;

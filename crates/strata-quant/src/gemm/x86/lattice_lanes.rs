@@ -27,6 +27,7 @@ use super::avx512::Lattice;
 use super::iq3_xxs_lanes::{lanes256_or_chain, lanes_or_chain, multipliers, BlockDecode, BIAS};
 use super::paired_lattice::PairedLattice;
 use crate::dot::x86::avx2::iq3::block_d;
+use crate::dot::x86::avx2::lattice::dwords8;
 use crate::dot::x86::{Avx512Vnni, IntDot};
 use crate::iq2::BlockIQ2_S;
 use crate::iq3::BlockIQ3_S;
@@ -85,21 +86,6 @@ unsafe fn biased_groups<X: SignedLattice, M: IntDot>(x: &X, q: &mut [i32; 64]) -
         _mm256_storeu_si256(q.as_mut_ptr().add(8 * g).cast(), _mm256_add_epi8(*w, bias));
     }
     ls
-}
-
-/// Dword `g` of each register `v[g]`, in one register.
-///
-/// # Safety
-/// AVX2 is available.
-#[inline(always)]
-unsafe fn dwords8(v: &[__m256i; 8]) -> __m256i {
-    let v01 = _mm256_blend_epi32::<0b0000_0010>(v[0], v[1]);
-    let v23 = _mm256_blend_epi32::<0b0000_1000>(v[2], v[3]);
-    let v45 = _mm256_blend_epi32::<0b0010_0000>(v[4], v[5]);
-    let v67 = _mm256_blend_epi32::<0b1000_0000>(v[6], v[7]);
-    let low = _mm256_blend_epi32::<0b0000_1100>(v01, v23);
-    let high = _mm256_blend_epi32::<0b1100_0000>(v45, v67);
-    _mm256_blend_epi32::<0b1111_0000>(low, high)
 }
 
 /// The low i16 word of each dword, zero-extended.

@@ -26,12 +26,30 @@ pub(crate) unsafe fn points32(p: [u32; 8]) -> __m256i {
     // 11.3 -> 12.4, `avxvnni/10` 51.9 -> 54.2. Storing the points and loading the register
     // back ran at a third of the speed (the load waits for the stores).
     let [b0, b1, b2, b3, b4, b5, b6, b7] = p.map(|p| p as i32);
-    let p01 = _mm256_blend_epi32::<0b0000_0010>(_mm256_set1_epi32(b0), _mm256_set1_epi32(b1));
-    let p23 = _mm256_blend_epi32::<0b0000_1000>(_mm256_set1_epi32(b2), _mm256_set1_epi32(b3));
-    let p45 = _mm256_blend_epi32::<0b0010_0000>(_mm256_set1_epi32(b4), _mm256_set1_epi32(b5));
-    let p67 = _mm256_blend_epi32::<0b1000_0000>(_mm256_set1_epi32(b6), _mm256_set1_epi32(b7));
-    let low = _mm256_blend_epi32::<0b0000_1100>(p01, p23);
-    let high = _mm256_blend_epi32::<0b1100_0000>(p45, p67);
+    dwords8(&[
+        _mm256_set1_epi32(b0),
+        _mm256_set1_epi32(b1),
+        _mm256_set1_epi32(b2),
+        _mm256_set1_epi32(b3),
+        _mm256_set1_epi32(b4),
+        _mm256_set1_epi32(b5),
+        _mm256_set1_epi32(b6),
+        _mm256_set1_epi32(b7),
+    ])
+}
+
+/// Dword `g` of each register `v[g]`, in one register (seven blends).
+///
+/// # Safety
+/// AVX2 is available.
+#[inline(always)]
+pub(crate) unsafe fn dwords8(v: &[__m256i; 8]) -> __m256i {
+    let v01 = _mm256_blend_epi32::<0b0000_0010>(v[0], v[1]);
+    let v23 = _mm256_blend_epi32::<0b0000_1000>(v[2], v[3]);
+    let v45 = _mm256_blend_epi32::<0b0010_0000>(v[4], v[5]);
+    let v67 = _mm256_blend_epi32::<0b1000_0000>(v[6], v[7]);
+    let low = _mm256_blend_epi32::<0b0000_1100>(v01, v23);
+    let high = _mm256_blend_epi32::<0b1100_0000>(v45, v67);
     _mm256_blend_epi32::<0b1111_0000>(low, high)
 }
 
